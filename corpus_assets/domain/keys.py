@@ -28,7 +28,7 @@ class PathEscapeError(ValueError):
 def _check_id(kind: str, value: object) -> str:
     if not isinstance(value, str):
         raise InvalidKeyError(f"{kind} must be a string, got {type(value).__name__}")
-    if not _ID_RE.match(value):
+    if not _ID_RE.fullmatch(value):
         shown = value if len(value) <= 80 else value[:77] + "..."
         raise InvalidKeyError(
             f"invalid {kind} {shown!r}: use 1-{MAX_ID_LENGTH} characters from a-z, 0-9, '_' and '-', "
@@ -57,7 +57,7 @@ def parse_snapshot_key(key: object) -> tuple[str, datetime]:
     """Split a snapshot key into (source_id, UTC time), refusing anything that is not exactly that."""
     if not isinstance(key, str):
         raise InvalidKeyError(f"snapshot key must be a string, got {type(key).__name__}")
-    m = _SNAPSHOT_RE.match(key)
+    m = _SNAPSHOT_RE.fullmatch(key)
     if not m:
         shown = key if len(key) <= 80 else key[:77] + "..."
         raise InvalidKeyError(

@@ -194,6 +194,17 @@ def expand_env(text: str, env: Optional[dict[str, str]] = None) -> str:
     return _ENV_RE.sub(sub, text)
 
 
+def _expand_values(data, env: dict[str, str]):
+    """Interpolate ${VAR} in string values only (comments and keys are left alone)."""
+    if isinstance(data, str):
+        return expand_env(data, env)
+    if isinstance(data, list):
+        return [_expand_values(v, env) for v in data]
+    if isinstance(data, dict):
+        return {k: _expand_values(v, env) for k, v in data.items()}
+    return data
+
+
 def _format_validation_error(path: str, exc: ValidationError, data: dict) -> str:
     lines = [f"{path}: invalid configuration"]
     for err in exc.errors():
@@ -230,9 +241,10 @@ def load_sources(path: Path | str, env: Optional[dict[str, str]] = None) -> Sour
     env = dict(os.environ if env is None else env)
     env.setdefault("CORPUS_HOME", str(Path("var").resolve()))
     try:
-        data = yaml.safe_load(expand_env(raw, env))
+        data = yaml.safe_load(raw)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    data = _expand_values(data, env)
     cfg = parse_sources(data, str(path))
     for s in cfg.sources:
         root = getattr(s, "root", None)

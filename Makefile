@@ -1,0 +1,48 @@
+# corpus — the two set-up commands are `make demo` and `make test` (see README.md).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+export CORPUS_HOME ?= $(CURDIR)/var
+export DAGSTER_HOME ?= $(CORPUS_HOME)/dagster
+UI_PORT ?= 3000
+PYDOC_PORT ?= 7464
+
+.PHONY: install demo test ui dev pydoc bench-canonicalize clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $@
+
+install: $(VENV)/.installed
+
+# Build every layer that exists so far for the demo sources, through Dagster, and print a summary.
+demo: install
+	$(BIN)/corpus demo
+
+# The whole test suite (CI runs exactly this).
+test: install
+	$(BIN)/pytest -q
+
+# The Dagster UI on 127.0.0.1 over the same instance the demo wrote to.
+ui: install
+	mkdir -p "$(DAGSTER_HOME)"
+	$(BIN)/dagster-webserver -h 127.0.0.1 -p $(UI_PORT) -w workspace.yaml
+
+# UI plus the daemon, so schedules (incremental crawls) and backfills run.
+dev: install
+	mkdir -p "$(DAGSTER_HOME)"
+	$(BIN)/dagster dev -h 127.0.0.1 -p $(UI_PORT) -w workspace.yaml
+
+# The documentation site the pydocs crawl source reads (keep it running for scheduled crawls).
+pydoc:
+	$(BIN)/python -m pydoc -n 127.0.0.1 -p $(PYDOC_PORT)
+
+bench-canonicalize: install
+	$(BIN)/pip install --quiet -e ".[bench]"
+	bash bench/fetch_debian_docs.sh
+	$(BIN)/python bench/bench_canonicalize.py
+
+clean:
+	rm -rf var .pytest_cache

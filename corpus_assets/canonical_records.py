@@ -1,0 +1,95 @@
+"""canonical_records: typed records (envelope + payload) with one decision per raw item."""
+
+from __future__ import annotations
+
+import dagster as dg
+from pydantic import Field
+
+from corpus_assets.domain.accounting import check_canonical_accounting
+from corpus_assets.domain.canonical_layer import CANONICAL_CODE_VERSION, build_canonical
+from corpus_assets.domain.capture import RAW_ASSET
+from corpus_assets.domain.canonicalize import POLICY_VERSION
+from corpus_assets.domain.keys import parse_snapshot_key
+from corpus_assets.metadata import counts_table, markdown_table, version_metadata
+from corpus_assets.partitions import snapshots_partitions
+from corpus_assets.raw_snapshot import raw_snapshot
+from resources.sources import SourcesResource
+from resources.storage import StorageResource
+
+
+class CanonicalConfig(dg.Config):
+    batch_size: int = Field(default=256, ge=1, le=100_000, description="raw items per processing batch (memory bound)")
+
+
+@dg.asset(
+    partitions_def=snapshots_partitions,
+    deps=[raw_snapshot],
+    group_name="ingestion",
+    kinds={"python", "parquet"},
+    owners=["team:corpus"],
+    code_version=CANONICAL_CODE_VERSION,
+    description=(
+        "Typed canonical records of one snapshot: HTML main-content extraction, normalization that "
+        "leaves code whitespace alone, language ID, schema adapters for documents, messages, "
+        "preferences, instructions, reasoning traces and tasks. Every raw item gets exactly one "
+        "decision (accepted / rejected / quarantined) with a stable reason code; quarantined items "
+        "and private task references are stored owner-only."
+    ),
+    check_specs=[
+        dg.AssetCheckSpec(
+            "accounting",
+            asset="canonical_records",
+            description="in = accepted + rejected + quarantined, every raw item decided exactly once.",
+        )
+    ],
+)
+def canonical_records(
+    context: dg.AssetExecutionContext,
+    config: CanonicalConfig,
+    storage: StorageResource,
+    sources: SourcesResource,
+) -> dg.MaterializeResult:
+    key = context.partition_key
+    source_id, _ = parse_snapshot_key(key)
+    cfg = sources.load()
+    source = cfg.get(source_id)
+    store = storage.store()
+    raw = store.require_current(RAW_ASSET, key)
+    summary = build_canonical(
+        store, source, key, cfg.canonical, raw_version=raw, batch_size=config.batch_size, log=context.log.info
+    )
+    report = check_canonical_accounting(raw, summary.version)
+    reason_rows = sorted(summary.reasons.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0][1]))
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(summary.version.content_digest),
+        metadata={
+            "items_in": dg.MetadataValue.int(summary.items),
+            "accepted": dg.MetadataValue.int(summary.outcomes.get("accepted", 0)),
+            "rejected": dg.MetadataValue.int(summary.outcomes.get("rejected", 0)),
+            "quarantined": dg.MetadataValue.int(summary.outcomes.get("quarantined", 0)),
+            "acceptance_rate": dg.MetadataValue.float(
+                summary.outcomes.get("accepted", 0) / summary.items if summary.items else 0.0
+            ),
+            "decisions": dg.MetadataValue.md(
+                markdown_table(["outcome", "reason", "items"], [(o, r, c) for (o, r), c in reason_rows])
+            ),
+            "schemas": dg.MetadataValue.md(counts_table(summary.schemas, "schema")),
+            "languages": dg.MetadataValue.md(counts_table(summary.langs, "lang")),
+            "policy_version": POLICY_VERSION,
+            "raw_version": raw.version,
+            **version_metadata(summary.version),
+        },
+        check_results=[
+            dg.AssetCheckResult(
+                check_name="accounting",
+                passed=report.passed,
+                metadata={
+                    "in": report.items_in,
+                    "accepted": report.accepted,
+                    "rejected": report.rejected,
+                    "quarantined": report.quarantined,
+                    "problems": "; ".join(report.problems) or "none",
+                },
+            )
+        ],
+    )

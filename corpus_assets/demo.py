@@ -1,0 +1,98 @@
+"""Build the demo end to end through Dagster, in the persistent instance the UI shows.
+
+1. write the demo dumps under $CORPUS_HOME/demo_inputs
+2. start Python's pydoc server on 127.0.0.1 and evaluate the crawl schedule for real
+   (incremental capture; a rerun with nothing changed skips)
+3. snapshot every file source, then run snapshot_job for each new partition
+4. materialize the SQL report models and print a summary with the paths written
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+
+import dagster as dg
+
+from corpus_assets.domain.canonical_layer import CANONICAL_ASSET
+from corpus_assets.domain.capture import RAW_ASSET
+from corpus_assets.domain.demo_data import write_demo_inputs
+from corpus_assets.domain.keys import snapshot_key
+from corpus_assets.domain.pydoc_server import free_port, port_is_free, pydoc_server
+from corpus_assets.domain.settings import ensure_homes
+from corpus_assets.partitions import snapshots_partitions
+from sensors.crawl_schedules import capture_schedule_name
+
+DEFAULT_PYDOC_PORT = 7464
+
+
+def run_snapshot(defs: dg.Definitions, instance: dg.DagsterInstance, key: str) -> dg.ExecuteInProcessResult:
+    result = defs.resolve_job_def("snapshot_job").execute_in_process(
+        instance=instance, partition_key=key, raise_on_error=True
+    )
+    return result
+
+
+def run_demo(port: int | None = None, echo=print) -> dict:
+    home, dagster_home = ensure_homes()
+    inputs = write_demo_inputs(home / "demo_inputs")
+    echo(f"demo inputs: {len(inputs)} files under {home / 'demo_inputs'}")
+    if port is None:
+        port = int(os.environ.get("CORPUS_PYDOC_PORT", DEFAULT_PYDOC_PORT))
+        if not port_is_free(port):
+            port = free_port()
+    os.environ["CORPUS_PYDOC_PORT"] = str(port)
+
+    from corpus_assets.definitions import build_definitions
+
+    defs = build_definitions()
+    resources = defs.resources
+    sources = resources["sources"].load()
+    instance = dg.DagsterInstance.get()
+    new_keys: list[str] = []
+    skipped: list[str] = []
+    with pydoc_server(port) as base:
+        echo(f"pydoc documentation server: {base}")
+        for s in sources.sources:
+            if s.kind != "http_crawl":
+                continue
+            schedule = defs.resolve_schedule_def(capture_schedule_name(s.id))
+            ctx = dg.build_schedule_context(
+                instance=instance, scheduled_execution_time=datetime.now(timezone.utc), resources=resources
+            )
+            data = schedule.evaluate_tick(ctx)
+            for req in data.run_requests or []:
+                run_snapshot(defs, instance, req.partition_key)
+                new_keys.append(req.partition_key)
+            if data.skip_message:
+                skipped.append(f"{s.id}: {data.skip_message}")
+    for s in sources.sources:
+        if s.kind == "http_crawl":
+            continue
+        key = snapshot_key(s.id, datetime.now(timezone.utc))
+        instance.add_dynamic_partitions(snapshots_partitions.name, [key])
+        run_snapshot(defs, instance, key)
+        new_keys.append(key)
+    defs.resolve_job_def("reports_job").execute_in_process(instance=instance, raise_on_error=True)
+
+    store = resources["storage"].store()
+    echo("")
+    echo(f"{'snapshot':<40} {'items':>6} {'accepted':>8} {'rejected':>8} {'quarant.':>8}")
+    rows = []
+    for key in new_keys:
+        raw = store.require_current(RAW_ASSET, key)
+        can = store.require_current(CANONICAL_ASSET, key)
+        o = can.manifest.get("outcomes", {})
+        rows.append((key, raw.row_count("items"), o.get("accepted", 0), o.get("rejected", 0), o.get("quarantined", 0)))
+        echo(f"{key:<40} {rows[-1][1]:>6} {rows[-1][2]:>8} {rows[-1][3]:>8} {rows[-1][4]:>8}")
+    for line in skipped:
+        echo(f"skipped  {line}")
+    echo("")
+    echo(f"data root (CORPUS_HOME): {home}")
+    echo(f"  raw snapshots:     {store.layers_root / RAW_ASSET}  (owner-only)")
+    echo(f"  canonical records: {store.layers_root / CANONICAL_ASSET}")
+    echo(f"  SQL reports:       {store.layers_root / 'stage_accounting'}")
+    echo(f"  catalog:           {home / 'catalog.duckdb'}")
+    echo(f"Dagster home:        {dagster_home}")
+    echo("Open the UI: make ui  (then http://127.0.0.1:3000)")
+    return {"snapshots": rows, "skipped": skipped, "home": str(home)}

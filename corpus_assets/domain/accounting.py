@@ -1,0 +1,59 @@
+"""Stage accounting: every input item ends as exactly one of accepted / rejected / quarantined."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+
+from corpus_assets.domain.layer_store import LayerVersion
+
+
+@dataclass
+class AccountingReport:
+    passed: bool
+    items_in: int
+    accepted: int
+    rejected: int
+    quarantined: int
+    records: int
+    quarantine_rows: int
+    problems: list[str]
+
+
+def _files_sql(files) -> str:
+    return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in files) + "]"
+
+
+def check_canonical_accounting(raw: LayerVersion, canonical: LayerVersion) -> AccountingReport:
+    """in = accepted + rejected + quarantined, each raw item decided exactly once, tables agree."""
+    items_in = raw.row_count("items")
+    con = duckdb.connect()
+    try:
+        dec = _files_sql(canonical.table_files("decisions"))
+        counts = dict(
+            con.execute(f"SELECT outcome, count(*) FROM read_parquet({dec}) GROUP BY outcome").fetchall()
+        )
+        distinct, lo, hi, total = con.execute(
+            f"SELECT count(DISTINCT item_index), min(item_index), max(item_index), count(*) FROM read_parquet({dec})"
+        ).fetchone()
+    finally:
+        con.close()
+    accepted, rejected, quarantined = (counts.get(k, 0) for k in ("accepted", "rejected", "quarantined"))
+    problems = []
+    unknown = set(counts) - {"accepted", "rejected", "quarantined"}
+    if unknown:
+        problems.append(f"unknown outcomes {sorted(unknown)}")
+    if accepted + rejected + quarantined != items_in:
+        problems.append(f"in={items_in} but accepted+rejected+quarantined={accepted + rejected + quarantined}")
+    if total != items_in or distinct != items_in or (items_in and (lo != 0 or hi != items_in - 1)):
+        problems.append(f"decisions do not cover raw items 0..{items_in - 1} exactly once")
+    records = canonical.row_count("records")
+    if records != accepted:
+        problems.append(f"{records} records stored but {accepted} accepted")
+    quarantine_rows = canonical.row_count("quarantine")
+    if quarantine_rows != quarantined:
+        problems.append(f"{quarantine_rows} quarantine rows but {quarantined} quarantined")
+    return AccountingReport(
+        not problems, items_in, accepted, rejected, quarantined, records, quarantine_rows, problems
+    )

@@ -1,0 +1,158 @@
+"""Control-plane tables in a DuckDB file: crawl state and the snapshot registry (later: deletion
+requests, tombstones, releases, consumption records).
+
+DuckDB lets one process at a time open a database file for writing, so every operation opens a
+connection, runs one short transaction and closes it; the connection factory retries while
+another process holds the lock. That makes concurrent writers from several Dagster runs safe.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, ContextManager, Iterator, Optional
+
+import duckdb
+
+SCHEMA_VERSION = 1
+
+_DDL = [
+    """CREATE TABLE IF NOT EXISTS catalog_meta (key VARCHAR PRIMARY KEY, value VARCHAR)""",
+    """CREATE TABLE IF NOT EXISTS crawl_state (
+        source_id VARCHAR NOT NULL,
+        uri VARCHAR NOT NULL,
+        etag VARCHAR,
+        last_modified VARCHAR,
+        content_sha256 VARCHAR,
+        status VARCHAR NOT NULL,
+        snapshot VARCHAR NOT NULL,
+        updated_at TIMESTAMPTZ NOT NULL,
+        PRIMARY KEY (source_id, uri))""",
+    """CREATE TABLE IF NOT EXISTS snapshots (
+        snapshot VARCHAR PRIMARY KEY,
+        source_id VARCHAR NOT NULL,
+        source_kind VARCHAR NOT NULL,
+        captured_at TIMESTAMPTZ NOT NULL,
+        items BIGINT NOT NULL,
+        raw_version VARCHAR NOT NULL,
+        stats_json VARCHAR NOT NULL)""",
+]
+
+
+@dataclass(frozen=True)
+class CrawlStateRow:
+    uri: str
+    etag: Optional[str]
+    last_modified: Optional[str]
+    content_sha256: Optional[str]
+    status: str  # "active" | "removed"
+
+
+def _is_lock_error(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "lock" in text or "conflict" in text or "being used by another process" in text
+
+
+def retrying_connect(path: str, *, attempts: int = 60, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open the catalog, waiting (with jittered backoff, up to ~30 s) while another process holds it."""
+    delay = 0.02
+    for i in range(attempts):
+        try:
+            return duckdb.connect(path, read_only=read_only)
+        except (duckdb.IOException, duckdb.TransactionException) as exc:
+            if not _is_lock_error(exc) or i == attempts - 1:
+                raise
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 1.6, 1.0)
+    raise AssertionError("unreachable")
+
+
+class Catalog:
+    """Typed operations on the control plane. ``connect`` yields a short-lived DuckDB connection."""
+
+    def __init__(self, connect: Callable[[], ContextManager[duckdb.DuckDBPyConnection]]) -> None:
+        self._connect = connect
+        self._ready = False
+
+    @classmethod
+    def at(cls, path: Path | str) -> "Catalog":
+        path = str(path)
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+
+        @contextmanager
+        def connect() -> Iterator[duckdb.DuckDBPyConnection]:
+            conn = retrying_connect(path)
+            try:
+                yield conn
+            finally:
+                conn.close()
+
+        return cls(connect)
+
+    @contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        with self._connect() as conn:
+            if not self._ready:
+                for stmt in _DDL:
+                    conn.execute(stmt)
+                conn.execute(
+                    "INSERT OR REPLACE INTO catalog_meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
+                )
+                self._ready = True
+            conn.execute("BEGIN TRANSACTION")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            else:
+                conn.execute("COMMIT")
+
+    # --- crawl state -------------------------------------------------------------------------
+    def crawl_state(self, source_id: str) -> dict[str, CrawlStateRow]:
+        with self.transaction() as conn:
+            rows = conn.execute(
+                "SELECT uri, etag, last_modified, content_sha256, status FROM crawl_state WHERE source_id = ? ORDER BY uri",
+                [source_id],
+            ).fetchall()
+        return {r[0]: CrawlStateRow(*r) for r in rows}
+
+    def upsert_crawl_state(self, source_id: str, snapshot: str, rows: list[CrawlStateRow]) -> None:
+        now = datetime.now(timezone.utc)
+        with self.transaction() as conn:
+            conn.executemany(
+                "INSERT OR REPLACE INTO crawl_state VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (source_id, r.uri, r.etag, r.last_modified, r.content_sha256, r.status, snapshot, now)
+                    for r in rows
+                ],
+            )
+
+    # --- snapshot registry -------------------------------------------------------------------
+    def register_snapshot(
+        self, snapshot: str, source_id: str, source_kind: str, captured_at: datetime, items: int, raw_version: str, stats: dict
+    ) -> None:
+        with self.transaction() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO snapshots VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [snapshot, source_id, source_kind, captured_at, items, raw_version, json.dumps(stats, sort_keys=True)],
+            )
+
+    def snapshots(self, source_id: Optional[str] = None) -> list[dict]:
+        sql = "SELECT snapshot, source_id, source_kind, captured_at, items, raw_version, stats_json FROM snapshots"
+        params: list = []
+        if source_id is not None:
+            sql += " WHERE source_id = ?"
+            params.append(source_id)
+        with self.transaction() as conn:
+            rows = conn.execute(sql + " ORDER BY snapshot", params).fetchall()
+        cols = ["snapshot", "source_id", "source_kind", "captured_at", "items", "raw_version", "stats"]
+        out = [dict(zip(cols, r)) for r in rows]
+        for d in out:
+            d["stats"] = json.loads(d["stats"])
+        return out

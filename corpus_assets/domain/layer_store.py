@@ -1,0 +1,447 @@
+"""Versioned Parquet layers: the storage contract of the architecture guide.
+
+Layout under the data root::
+
+    layers/<asset>/<partition>/<version>/<table>/part-00000.parquet
+    layers/<asset>/<partition>/<version>/_manifest.json
+    layers/<asset>/<partition>/CURRENT            (text: the current version name)
+
+A version is written under ``layers/<asset>/<partition>/.tmp-*``, verified, renamed into place
+and only then published by atomically replacing ``CURRENT``. A reader that resolves ``CURRENT``
+therefore only ever sees complete versions; a crash leaves at most a ``.tmp-*`` directory,
+which the next writer of that partition removes.
+
+Determinism: rows are regrouped into row groups of a fixed size (by row count *and* bytes, both
+functions of the row sequence only), so the Parquet bytes — and hence the version name, which
+is derived from the content digest — do not depend on the batch size the caller wrote with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator, Mapping, Optional
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from corpus_assets.domain.hashing import canonical_json
+from corpus_assets.domain.keys import InvalidKeyError
+
+CURRENT = "CURRENT"
+MANIFEST = "_manifest.json"
+UNPARTITIONED = "_all"
+LAYOUT_VERSION = 1
+
+_PRIVATE_DIR_MODE = 0o700
+_PRIVATE_FILE_MODE = 0o600
+
+
+class LayerIntegrityError(RuntimeError):
+    """A stored version does not match its manifest (missing, extra or altered files)."""
+
+
+def _check_component(kind: str, value: str) -> str:
+    if (
+        not value
+        or value in (".", "..")
+        or "/" in value
+        or "\\" in value
+        or "\x00" in value
+        or len(value) > 128
+        or value.startswith(".")
+    ):
+        raise InvalidKeyError(f"invalid {kind} {value!r} for a storage path")
+    return value
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def atomic_write_text(path: Path, text: str, mode: Optional[int] = None) -> None:
+    """Write a small file so that readers see either the old or the new content, never a mix."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    if mode is not None:
+        os.chmod(tmp, mode)
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _row_sizes(batch: pa.RecordBatch) -> list[int]:
+    """Approximate bytes per row, computed from the row's values only (never from buffer layout)."""
+    total = None
+    for col in batch.columns:
+        t = col.type
+        if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
+            lens = pc.fill_null(pc.binary_length(col), 0).cast(pa.int64())
+        else:
+            lens = pa.array([8] * len(col), pa.int64())
+        total = lens if total is None else pc.add(total, lens)
+    return [] if total is None else total.to_pylist()
+
+
+@dataclass
+class TableSpec:
+    schema: pa.Schema
+    private: bool = False  # owner-only (0700 dir, 0600 files): raw bytes, quarantine, private references
+
+
+@dataclass
+class _TableWriter:
+    name: str
+    spec: TableSpec
+    directory: Path
+    rows_per_group: int
+    bytes_per_group: int
+    groups_per_file: int
+    _pending: list = field(default_factory=list)
+    _pending_rows: int = 0
+    _pending_bytes: int = 0
+    _writer: Optional[pq.ParquetWriter] = None
+    _file_index: int = 0
+    _groups_in_file: int = 0
+    rows: int = 0
+    files: list = field(default_factory=list)
+
+    def write(self, data: pa.Table | pa.RecordBatch | Iterable[Mapping]) -> None:
+        if isinstance(data, pa.RecordBatch):
+            data = pa.Table.from_batches([data])
+        elif not isinstance(data, pa.Table):
+            data = pa.Table.from_pylist(list(data), schema=self.spec.schema)
+        if data.schema != self.spec.schema:
+            try:
+                data = data.select(self.spec.schema.names).cast(self.spec.schema)
+            except (KeyError, pa.ArrowInvalid, pa.ArrowTypeError, ValueError) as exc:
+                raise ValueError(f"table {self.name!r}: data does not match the declared schema: {exc}") from None
+        # Regroup row by row boundaries that depend on the rows only (count and size).
+        for batch in data.to_batches(max_chunksize=1024):
+            self._add_batch(batch)
+
+    def _add_batch(self, batch: pa.RecordBatch) -> None:
+        sizes = _row_sizes(batch)
+        start, n = 0, batch.num_rows
+        while start < n:
+            take = 0
+            while start + take < n and self._pending_rows + take < self.rows_per_group:
+                size = sizes[start + take]
+                if (self._pending_rows + take) and self._pending_bytes + size > self.bytes_per_group:
+                    break
+                self._pending_bytes += size
+                take += 1
+            if take:
+                self._pending.append(batch.slice(start, take))
+                self._pending_rows += take
+                start += take
+            if start < n or self._pending_rows >= self.rows_per_group:
+                self._flush_group()
+
+    def _flush_group(self) -> None:
+        if not self._pending_rows:
+            return
+        table = pa.Table.from_batches(self._pending, schema=self.spec.schema).combine_chunks()
+        if self._writer is None:
+            path = self.directory / f"part-{self._file_index:05d}.parquet"
+            self._writer = pq.ParquetWriter(
+                path, self.spec.schema, compression="zstd", write_statistics=True, use_dictionary=True
+            )
+            self.files.append(path)
+        self._writer.write_table(table, row_group_size=table.num_rows)
+        self.rows += table.num_rows
+        self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
+        self._groups_in_file += 1
+        if self._groups_in_file >= self.groups_per_file:
+            self._close_file()
+
+    def _close_file(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+            self._file_index += 1
+            self._groups_in_file = 0
+
+    def close(self) -> None:
+        self._flush_group()
+        self._close_file()
+        if not self.files:
+            # An empty table is still a table: write one file with the schema and no rows.
+            path = self.directory / "part-00000.parquet"
+            pq.write_table(self.spec.schema.empty_table(), path, compression="zstd")
+            self.files.append(path)
+
+
+@dataclass(frozen=True)
+class LayerVersion:
+    """A committed, immutable version of one partition of one asset."""
+
+    root: Path  # the version directory
+    asset: str
+    partition: str
+    version: str
+    manifest: dict
+
+    @property
+    def content_digest(self) -> str:
+        return self.manifest["content_digest"]
+
+    def table_files(self, table: str) -> list[Path]:
+        if table not in self.manifest["tables"]:
+            raise KeyError(f"{self.asset}/{self.partition}@{self.version} has no table {table!r}")
+        return [self.root / f["path"] for f in self.manifest["tables"][table]["files"]]
+
+    def row_count(self, table: str) -> int:
+        return int(self.manifest["tables"][table]["rows"])
+
+    def read_table(self, table: str, columns: Optional[list[str]] = None) -> pa.Table:
+        files = self.table_files(table)
+        return pa.concat_tables([pq.read_table(p, columns=columns) for p in files])
+
+    def iter_batches(self, table: str, batch_size: int = 1024, columns: Optional[list[str]] = None) -> Iterator[pa.RecordBatch]:
+        for p in self.table_files(table):
+            yield from pq.ParquetFile(p).iter_batches(batch_size=batch_size, columns=columns)
+
+    def verify(self) -> None:
+        """Re-hash every file against the manifest; raise LayerIntegrityError on any difference."""
+        listed = set()
+        for tname, t in self.manifest["tables"].items():
+            for f in t["files"]:
+                p = self.root / f["path"]
+                listed.add(p)
+                if not p.is_file():
+                    raise LayerIntegrityError(f"{self.asset}/{self.partition}@{self.version}: missing {f['path']}")
+                if _sha256_file(p) != f["sha256"]:
+                    raise LayerIntegrityError(
+                        f"{self.asset}/{self.partition}@{self.version}: {f['path']} does not match its manifest digest"
+                    )
+        for p in self.root.rglob("*.parquet"):
+            if p not in listed:
+                raise LayerIntegrityError(f"{self.asset}/{self.partition}@{self.version}: unexpected file {p.name}")
+
+
+class VersionWriter:
+    """Stage one new version of a partition; ``commit()`` publishes it, anything else discards it."""
+
+    def __init__(
+        self,
+        store: "LayerStore",
+        asset: str,
+        partition: str,
+        tables: Mapping[str, TableSpec],
+        build_spec: Mapping,
+        *,
+        rows_per_group: int,
+        bytes_per_group: int,
+        groups_per_file: int,
+    ) -> None:
+        self.store = store
+        self.asset = asset
+        self.partition = partition
+        self.build_spec = dict(build_spec)
+        self._partition_dir = store.partition_dir(asset, partition)
+        self._partition_dir.mkdir(parents=True, exist_ok=True)
+        if any(spec.private for spec in tables.values()):
+            os.chmod(self._partition_dir, _PRIVATE_DIR_MODE)
+        self._tmp = self._partition_dir / f".tmp-{uuid.uuid4().hex}"
+        self._tmp.mkdir()
+        self._tables: dict[str, _TableWriter] = {}
+        for name, spec in tables.items():
+            _check_component("table name", name)
+            d = self._tmp / name
+            d.mkdir()
+            if spec.private:
+                os.chmod(d, _PRIVATE_DIR_MODE)
+            self._tables[name] = _TableWriter(
+                name, spec, d, rows_per_group, bytes_per_group, groups_per_file
+            )
+        self._done = False
+        self.result: Optional[LayerVersion] = None
+
+    def table(self, name: str) -> _TableWriter:
+        return self._tables[name]
+
+    def write(self, table: str, data) -> None:
+        self._tables[table].write(data)
+
+    def commit(self, extra_manifest: Optional[Mapping] = None) -> LayerVersion:
+        """Close files, digest them, move the version into place and flip CURRENT atomically."""
+        if self._done:
+            raise RuntimeError("version already committed or aborted")
+        tables_meta: dict[str, dict] = {}
+        digest = hashlib.sha256()
+        for name in sorted(self._tables):
+            tw = self._tables[name]
+            tw.close()
+            files = []
+            for p in tw.files:
+                if tw.spec.private:
+                    os.chmod(p, _PRIVATE_FILE_MODE)
+                sha = _sha256_file(p)
+                rel = f"{name}/{p.name}"
+                files.append({"path": rel, "sha256": sha, "bytes": p.stat().st_size})
+                digest.update(f"{rel}\x00{sha}\n".encode())
+            tables_meta[name] = {
+                "rows": tw.rows,
+                "private": tw.spec.private,
+                "schema": [f"{f.name}:{f.type}" for f in tw.spec.schema],
+                "files": files,
+            }
+        content_digest = digest.hexdigest()
+        version = content_digest[:16]
+        manifest = {
+            "layout_version": LAYOUT_VERSION,
+            "asset": self.asset,
+            "partition": self.partition,
+            "version": version,
+            "content_digest": content_digest,
+            "tables": tables_meta,
+            "build_spec": self.build_spec,
+            **(dict(extra_manifest) if extra_manifest else {}),
+        }
+        (self._tmp / MANIFEST).write_bytes(canonical_json(manifest))
+        final = self._partition_dir / version
+        if final.exists():
+            # Same content already stored (a rebuild of identical inputs): keep the existing copy.
+            shutil.rmtree(self._tmp, ignore_errors=True)
+        else:
+            _fsync_dir(self._tmp)
+            os.rename(self._tmp, final)
+            _fsync_dir(self._partition_dir)
+        atomic_write_text(self._partition_dir / CURRENT, version + "\n")
+        self._done = True
+        self.result = self.store.open_version(self.asset, self.partition, version)
+        return self.result
+
+    def abort(self) -> None:
+        if not self._done:
+            for tw in self._tables.values():
+                if tw._writer is not None:
+                    try:
+                        tw._writer.close()
+                    except Exception:  # noqa: BLE001 - best effort cleanup on an already failing path
+                        pass
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._done = True
+
+    def __enter__(self) -> "VersionWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None or not self._done:
+            # Leaving the block without commit() (or with an error) publishes nothing.
+            self.abort()
+
+
+class LayerStore:
+    """All versioned layers under one data root (``$CORPUS_HOME``)."""
+
+    def __init__(
+        self,
+        home: Path | str,
+        *,
+        rows_per_group: int = 2048,
+        bytes_per_group: int = 64 << 20,
+        groups_per_file: int = 16,
+    ) -> None:
+        self.home = Path(home)
+        self.layers_root = self.home / "layers"
+        self.rows_per_group = rows_per_group
+        self.bytes_per_group = bytes_per_group
+        self.groups_per_file = groups_per_file
+
+    def partition_dir(self, asset: str, partition: str) -> Path:
+        return self.layers_root / _check_component("asset name", asset) / _check_component("partition", partition)
+
+    def new_version(self, asset: str, partition: str, tables: Mapping[str, TableSpec], build_spec: Mapping) -> VersionWriter:
+        self._remove_stale_tmp(asset, partition)
+        return VersionWriter(
+            self,
+            asset,
+            partition,
+            tables,
+            build_spec,
+            rows_per_group=self.rows_per_group,
+            bytes_per_group=self.bytes_per_group,
+            groups_per_file=self.groups_per_file,
+        )
+
+    def _remove_stale_tmp(self, asset: str, partition: str) -> None:
+        d = self.partition_dir(asset, partition)
+        if d.is_dir():
+            for p in d.glob(".tmp-*"):
+                shutil.rmtree(p, ignore_errors=True)
+
+    def current_version_name(self, asset: str, partition: str) -> Optional[str]:
+        p = self.partition_dir(asset, partition) / CURRENT
+        try:
+            name = p.read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            return None
+        return _check_component("version", name)
+
+    def open_version(self, asset: str, partition: str, version: str) -> LayerVersion:
+        root = self.partition_dir(asset, partition) / _check_component("version", version)
+        try:
+            manifest = json.loads((root / MANIFEST).read_bytes())
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{asset}/{partition}: version {version} does not exist") from None
+        return LayerVersion(root, asset, partition, version, manifest)
+
+    def current(self, asset: str, partition: str) -> Optional[LayerVersion]:
+        name = self.current_version_name(asset, partition)
+        return None if name is None else self.open_version(asset, partition, name)
+
+    def require_current(self, asset: str, partition: str) -> LayerVersion:
+        v = self.current(asset, partition)
+        if v is None:
+            raise FileNotFoundError(
+                f"{asset} has no materialized version for partition {partition!r}; materialize it first"
+            )
+        return v
+
+    def partitions(self, asset: str) -> list[str]:
+        d = self.layers_root / _check_component("asset name", asset)
+        if not d.is_dir():
+            return []
+        return sorted(p.name for p in d.iterdir() if p.is_dir() and (p / CURRENT).is_file())
+
+    def current_files(self, asset: str, table: str, partitions: Optional[Iterable[str]] = None) -> list[Path]:
+        """Parquet files of the current versions of ``asset`` (all partitions unless given)."""
+        files: list[Path] = []
+        for part in partitions if partitions is not None else self.partitions(asset):
+            v = self.current(asset, part)
+            if v is not None and table in v.manifest["tables"]:
+                files.extend(v.table_files(table))
+        return files
+
+    def versions(self, asset: str, partition: str) -> list[str]:
+        d = self.partition_dir(asset, partition)
+        if not d.is_dir():
+            return []
+        return sorted(p.name for p in d.iterdir() if p.is_dir() and not p.name.startswith(".") and (p / MANIFEST).is_file())

@@ -1,0 +1,18 @@
+"""Jobs shared by schedules and sensors."""
+
+import dagster as dg
+
+from corpus_assets.canonical_records import canonical_records
+from corpus_assets.raw_snapshot import raw_snapshot
+
+snapshot_job = dg.define_asset_job(
+    "snapshot_job",
+    selection=dg.AssetSelection.assets(raw_snapshot, canonical_records),
+    description="Capture (or verify) one snapshot partition and canonicalize it.",
+)
+
+reports_job = dg.define_asset_job(
+    "reports_job",
+    selection=dg.AssetSelection.groups("reports"),
+    description="Recompute the SQL report models over the current layer versions.",
+)
