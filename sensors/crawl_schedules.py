@@ -54,6 +54,9 @@ def build_capture_schedule(source_id: str, cron: str, kind: str) -> dg.ScheduleD
             source, key, store, previous_state=previous, only_if_changed=True, log=context.log.info
         )
         if not result.committed:
+            # Still remember refreshed validators and the frontier left for the next tick.
+            if result.state_updates:
+                catalog.catalog().upsert_crawl_state(source.id, key, result.state_updates)
             return dg.SkipReason(f"{source.id}: nothing new, changed or removed ({result.stats})")
         commit_capture_to_catalog(catalog, source, result)
         context.instance.add_dynamic_partitions(snapshots_partitions.name, [key])

@@ -29,8 +29,8 @@ _DDL = [
         etag VARCHAR,
         last_modified VARCHAR,
         content_sha256 VARCHAR,
-        status VARCHAR NOT NULL,
-        snapshot VARCHAR NOT NULL,
+        status VARCHAR NOT NULL,  -- active | removed | pending | refused
+        last_crawl VARCHAR NOT NULL,  -- snapshot key of the crawl that last updated the entry
         updated_at TIMESTAMPTZ NOT NULL,
         PRIMARY KEY (source_id, uri))""",
     """CREATE TABLE IF NOT EXISTS snapshots (
@@ -50,7 +50,7 @@ class CrawlStateRow:
     etag: Optional[str]
     last_modified: Optional[str]
     content_sha256: Optional[str]
-    status: str  # "active" | "removed"
+    status: str  # "active" | "removed" | "pending" | "refused" (see crawl.py)
 
 
 def _is_lock_error(exc: BaseException) -> bool:
@@ -122,13 +122,13 @@ class Catalog:
             ).fetchall()
         return {r[0]: CrawlStateRow(*r) for r in rows}
 
-    def upsert_crawl_state(self, source_id: str, snapshot: str, rows: list[CrawlStateRow]) -> None:
+    def upsert_crawl_state(self, source_id: str, crawl_key: str, rows: list[CrawlStateRow]) -> None:
         now = datetime.now(timezone.utc)
         with self.transaction() as conn:
             conn.executemany(
                 "INSERT OR REPLACE INTO crawl_state VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [
-                    (source_id, r.uri, r.etag, r.last_modified, r.content_sha256, r.status, snapshot, now)
+                    (source_id, r.uri, r.etag, r.last_modified, r.content_sha256, r.status, crawl_key, now)
                     for r in rows
                 ],
             )

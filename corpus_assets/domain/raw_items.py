@@ -9,7 +9,8 @@ and no content, so every input is accounted for downstream.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from datetime import datetime, timezone
+from typing import Callable, Optional
 
 import pyarrow as pa
 
@@ -50,6 +51,33 @@ class RawItem:
     etag: Optional[str] = None
     last_modified: Optional[str] = None
     extra: dict = field(default_factory=dict)  # small, JSON-serializable provenance (e.g. line number, warc id)
+
+
+Clock = Callable[[], datetime]
+
+
+def utc_timestamp(clock: Optional[Clock] = None) -> str:
+    """``retrieved_at`` value: ISO-8601 UTC with a ``Z`` suffix. ``clock`` is injectable for reproducible runs."""
+    now = clock() if clock is not None else datetime.now(timezone.utc)
+    if now.tzinfo is None:
+        raise ValueError("clock must return timezone-aware datetimes")
+    return now.astimezone(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def split_content_type(value: Optional[str]) -> tuple[str, Optional[str]]:
+    """``'Text/HTML; charset=UTF-8'`` -> ``('text/html', 'utf-8')``.
+
+    The bare type goes to ``RawItem.content_type``, the charset (if any) to ``extra["charset"]``.
+    """
+    if not value:
+        return "", None
+    main, _, params = value.partition(";")
+    charset = None
+    for param in params.split(";"):
+        key, _, val = param.partition("=")
+        if key.strip().lower() == "charset" and val.strip():
+            charset = val.strip().strip('"').lower()
+    return main.strip().lower(), charset
 
 
 RAW_SCHEMA = pa.schema(
