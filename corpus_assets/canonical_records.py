@@ -1,6 +1,5 @@
 """canonical_records: typed records (envelope + payload) with one decision per raw item."""
 
-from __future__ import annotations
 
 import dagster as dg
 from pydantic import Field

@@ -1,6 +1,5 @@
 """The one Definitions object of corpus (loaded by workspace.yaml and [tool.dagster])."""
 
-from __future__ import annotations
 
 import dagster as dg
 

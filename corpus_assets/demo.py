@@ -58,7 +58,10 @@ def run_demo(port: int | None = None, echo=print) -> dict:
                 continue
             schedule = defs.resolve_schedule_def(capture_schedule_name(s.id))
             ctx = dg.build_schedule_context(
-                instance=instance, scheduled_execution_time=datetime.now(timezone.utc), resources=resources
+                instance=instance,
+                scheduled_execution_time=datetime.now(timezone.utc),
+                resources=resources,
+                repository_def=defs.get_repository_def(),
             )
             data = schedule.evaluate_tick(ctx)
             for req in data.run_requests or []:

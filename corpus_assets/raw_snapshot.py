@@ -1,6 +1,5 @@
 """raw_snapshot: immutable raw bytes plus a provenance record per item, one version per snapshot."""
 
-from __future__ import annotations
 
 import dagster as dg
 

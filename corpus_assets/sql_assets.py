@@ -1,6 +1,5 @@
 """Turn every ``dbt_like_sql/*.sql`` file into a Dagster asset wired from its refs."""
 
-from __future__ import annotations
 
 from pathlib import Path
 

@@ -5,7 +5,6 @@ crawls). Only when something is new, changed or removed does it keep the capture
 snapshot partition and request the run that materializes it; otherwise it skips with the reason.
 """
 
-from __future__ import annotations
 
 from datetime import datetime, timezone
 

@@ -1,0 +1,28 @@
+"""Shared fixtures: an isolated data root and Dagster home per test."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+PROJECT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def corpus_env(tmp_path, monkeypatch):
+    """A fresh CORPUS_HOME / DAGSTER_HOME, and the project's sources.yaml unless a test writes its own."""
+    home = tmp_path / "home"
+    dagster_home = home / "dagster"
+    dagster_home.mkdir(parents=True)
+    monkeypatch.setenv("CORPUS_HOME", str(home))
+    monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
+    monkeypatch.setenv("CORPUS_SOURCES", str(PROJECT / "sources.yaml"))
+    return home
+
+
+def write_sources(path: Path, body: str) -> Path:
+    path.write_text(body)
+    os.environ["CORPUS_SOURCES"] = str(path)
+    return path
