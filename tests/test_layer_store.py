@@ -1,13 +1,12 @@
 """The storage contract: versioned, atomically published, deterministic, owner-only where private."""
 
-import os
 import stat
 
 import pyarrow as pa
 import pytest
 
 from corpus_assets.domain.keys import InvalidKeyError
-from corpus_assets.domain.layer_store import CURRENT, LayerIntegrityError, LayerStore, TableSpec
+from corpus_assets.domain.layer_store import LayerIntegrityError, LayerStore, TableSpec
 
 SCHEMA = pa.schema([("i", pa.int64()), ("text", pa.string()), ("blob", pa.large_binary())])
 TABLES = {"rows": TableSpec(SCHEMA), "secret": TableSpec(pa.schema([("k", pa.string())]), private=True)}
@@ -131,3 +130,37 @@ def test_rows_of_large_values_get_their_own_groups(tmp_path):
 
     groups = [pq.ParquetFile(p).metadata.row_group(g).num_rows for p in v.table_files("rows") for g in range(pq.ParquetFile(p).num_row_groups)]
     assert sum(groups) == 10 and len(groups) >= 5
+
+
+_KILL_WRITER = r"""
+import sys, pyarrow as pa
+from corpus_assets.domain.layer_store import LayerStore, TableSpec
+store = LayerStore(sys.argv[1], rows_per_group=100)
+schema = pa.schema([("i", pa.int64()), ("text", pa.string())])
+with store.new_version("demo", "p1", {"rows": TableSpec(schema)}, {"spec": "new"}) as w:
+    i = 0
+    while True:  # writes forever; the test kills it mid-version
+        w.write("rows", [{"i": i + k, "text": "y" * 100} for k in range(100)])
+        i += 100
+        if i == 2000:
+            print("writing", flush=True)
+"""
+
+
+def test_a_writer_killed_mid_version_leaves_the_current_version_intact(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    store = LayerStore(tmp_path)
+    old = _write(store, _rows(10), 5)
+    proc = subprocess.Popen([sys.executable, "-c", _KILL_WRITER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "writing"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    # the partial version exists only as a staging directory; readers still get the old one, whole
+    assert list((tmp_path / "layers/demo/p1").glob(".tmp-*"))
+    current = store.require_current("demo", "p1")
+    assert current.version == old.version
+    current.verify()
+    assert current.read_table("rows").to_pylist() == _rows(10)
