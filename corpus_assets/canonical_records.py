@@ -7,7 +7,6 @@ from pydantic import Field
 from corpus_assets.domain.accounting import check_canonical_accounting
 from corpus_assets.domain.canonical_layer import CANONICAL_CODE_VERSION, build_canonical
 from corpus_assets.domain.capture import RAW_ASSET
-from corpus_assets.domain.canonicalize import POLICY_VERSION
 from corpus_assets.domain.keys import parse_snapshot_key
 from corpus_assets.metadata import counts_table, markdown_table, version_metadata
 from corpus_assets.partitions import snapshots_partitions
@@ -74,7 +73,7 @@ def canonical_records(
             ),
             "schemas": dg.MetadataValue.md(counts_table(summary.schemas, "schema")),
             "languages": dg.MetadataValue.md(counts_table(summary.langs, "lang")),
-            "policy_version": POLICY_VERSION,
+            "policy_version": summary.policy_version,
             "raw_version": raw.version,
             **version_metadata(summary.version),
         },

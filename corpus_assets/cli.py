@@ -52,9 +52,9 @@ def _cmd_snapshot(args) -> int:
     defs = build_definitions()
     source = defs.resources["sources"].load().get(args.source)
     key = snapshot_key(source.id, datetime.now(timezone.utc))
-    instance = dg.DagsterInstance.get()
-    instance.add_dynamic_partitions(snapshots_partitions.name, [key])
-    run_snapshot(defs, instance, key)
+    with dg.DagsterInstance.get() as instance:
+        instance.add_dynamic_partitions(snapshots_partitions.name, [key])
+        run_snapshot(defs, instance, key)
     print(key)
     return 0
 

@@ -33,22 +33,9 @@ def run_snapshot(defs: dg.Definitions, instance: dg.DagsterInstance, key: str) -
     return result
 
 
-def run_demo(port: int | None = None, echo=print) -> dict:
-    home, dagster_home = ensure_homes()
-    inputs = write_demo_inputs(home / "demo_inputs")
-    echo(f"demo inputs: {len(inputs)} files under {home / 'demo_inputs'}")
-    if port is None:
-        port = int(os.environ.get("CORPUS_PYDOC_PORT", DEFAULT_PYDOC_PORT))
-        if not port_is_free(port):
-            port = free_port()
-    os.environ["CORPUS_PYDOC_PORT"] = str(port)
-
-    from corpus_assets.definitions import build_definitions
-
-    defs = build_definitions()
+def _build(defs, instance, sources, port, echo):
+    """Capture and materialize every demo source in ``instance``; return (new keys, skip messages)."""
     resources = defs.resources
-    sources = resources["sources"].load()
-    instance = dg.DagsterInstance.get()
     new_keys: list[str] = []
     skipped: list[str] = []
     with pydoc_server(port) as base:
@@ -77,6 +64,27 @@ def run_demo(port: int | None = None, echo=print) -> dict:
         run_snapshot(defs, instance, key)
         new_keys.append(key)
     defs.resolve_job_def("reports_job").execute_in_process(instance=instance, raise_on_error=True)
+
+    return new_keys, skipped
+
+
+def run_demo(port: int | None = None, echo=print) -> dict:
+    home, dagster_home = ensure_homes()
+    inputs = write_demo_inputs(home / "demo_inputs")
+    echo(f"demo inputs: {len(inputs)} files under {home / 'demo_inputs'}")
+    if port is None:
+        port = int(os.environ.get("CORPUS_PYDOC_PORT", DEFAULT_PYDOC_PORT))
+        if not port_is_free(port):
+            port = free_port()
+    os.environ["CORPUS_PYDOC_PORT"] = str(port)
+
+    from corpus_assets.definitions import build_definitions
+
+    defs = build_definitions()
+    resources = defs.resources
+    sources = resources["sources"].load()
+    with dg.DagsterInstance.get() as instance:
+        new_keys, skipped = _build(defs, instance, sources, port, echo)
 
     store = resources["storage"].store()
     echo("")

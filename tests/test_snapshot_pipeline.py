@@ -158,6 +158,8 @@ def test_bad_inputs_each_get_a_reason_and_lose_nothing_else(corpus_env, tmp_path
     gz = gzip.compress(good * 3)
     (dumps / "b.jsonl.gz").write_bytes(gz[: len(gz) - 12])  # truncated archive
     (dumps / "c.jsonl").write_bytes(good)
+    same_id = b'{"id": "doc-7", "text": "Two different rows that claim the same record id in one dump."}\n'
+    (dumps / "d.jsonl").write_bytes(same_id + same_id.replace(b"Two different", b"Another"))
     write_sources(tmp_path / "sources.yaml", f"""
 canonical: {{max_document_bytes: 20000000, max_html_depth: 2000}}
 sources:
@@ -202,4 +204,6 @@ sources:
             ("a.jsonl#L6", "accepted", "ok"),
         ]
         assert [g[1:] for g in got if g[0].startswith("b.jsonl.gz")][-1] == ("quarantined", "truncated_archive")
-        assert got[-1] == ("c.jsonl#L1", "accepted", "ok")
+        assert got[-3] == ("c.jsonl#L1", "accepted", "ok")
+        # the first claimant of a record id keeps it; a later one is quarantined, not silently merged
+        assert got[-2:] == [("d.jsonl#L1", "accepted", "ok"), ("d.jsonl#L2", "quarantined", "duplicate_record_id")]

@@ -37,6 +37,8 @@ def check_canonical_accounting(raw: LayerVersion, canonical: LayerVersion) -> Ac
         distinct, lo, hi, total = con.execute(
             f"SELECT count(DISTINCT item_index), min(item_index), max(item_index), count(*) FROM read_parquet({dec})"
         ).fetchone()
+        rec = _files_sql(canonical.table_files("records"))
+        ids, distinct_ids = con.execute(f"SELECT count(record_id), count(DISTINCT record_id) FROM read_parquet({rec})").fetchone()
     finally:
         con.close()
     accepted, rejected, quarantined = (counts.get(k, 0) for k in ("accepted", "rejected", "quarantined"))
@@ -51,6 +53,8 @@ def check_canonical_accounting(raw: LayerVersion, canonical: LayerVersion) -> Ac
     records = canonical.row_count("records")
     if records != accepted:
         problems.append(f"{records} records stored but {accepted} accepted")
+    if ids != distinct_ids:
+        problems.append(f"{ids - distinct_ids} duplicate record ids among stored records")
     quarantine_rows = canonical.row_count("quarantine")
     if quarantine_rows != quarantined:
         problems.append(f"{quarantine_rows} quarantine rows but {quarantined} quarantined")

@@ -19,11 +19,11 @@ from typing import Callable, Optional
 
 import pyarrow as pa
 
-from corpus_assets.domain.canonicalize import POLICY_VERSION, canonicalize_item
+from corpus_assets.domain.canonicalize import canonicalize_item, policy_version
 from corpus_assets.domain.capture import iter_raw_items
 from corpus_assets.domain.hashing import sha256_bytes
 from corpus_assets.domain.layer_store import LayerStore, LayerVersion, TableSpec
-from corpus_assets.domain.reasons import Outcome
+from corpus_assets.domain.reasons import OUTCOME_OF, Outcome, Reason
 from corpus_assets.domain.records import RECORDS_SCHEMA, record_to_row
 
 CANONICAL_ASSET = "canonical_records"
@@ -66,6 +66,7 @@ CANONICAL_TABLES = {
 @dataclass
 class CanonicalSummary:
     version: LayerVersion
+    policy_version: str
     items: int
     outcomes: dict[str, int]
     reasons: dict[tuple[str, str], int]
@@ -83,9 +84,10 @@ def build_canonical(
     batch_size: int = 256,
     log: Optional[Callable[[str], None]] = None,
 ) -> CanonicalSummary:
+    policy_id = policy_version(policy)
     build_spec = {
         "code_version": CANONICAL_CODE_VERSION,
-        "policy_version": POLICY_VERSION,
+        "policy_version": policy_id,
         "policy": policy.model_dump(mode="json"),
         "source": source.model_dump(mode="json"),
         "raw_version": raw_version.content_digest,
@@ -95,6 +97,7 @@ def build_canonical(
     langs: dict[str, int] = {}
     schemas: dict[str, int] = {}
     n = 0
+    seen_ids: set[str] = set()  # record ids are unique within a snapshot; later repeats are quarantined
     started = last_log = time.monotonic()
     with store.new_version(CANONICAL_ASSET, snapshot, CANONICAL_TABLES, build_spec) as w:
         buf: dict[str, list] = {name: [] for name in CANONICAL_TABLES}
@@ -107,6 +110,14 @@ def build_canonical(
 
         for index, item in iter_raw_items(raw_version, batch_size):
             out = canonicalize_item(item, index, source, snapshot, policy)
+            if out.record is not None:
+                if out.record.record_id in seen_ids:
+                    out.outcome = OUTCOME_OF[Reason.DUPLICATE_RECORD_ID]
+                    out.reason = Reason.DUPLICATE_RECORD_ID
+                    out.detail = "record id already used by an earlier item of this snapshot"
+                    out.record, out.private_reference = None, None
+                else:
+                    seen_ids.add(out.record.record_id)
             outcome, reason = out.outcome.value, out.reason.value
             record_id = out.record.record_id if out.record is not None else None
             buf["decisions"].append(
@@ -120,7 +131,7 @@ def build_canonical(
                     "outcome": outcome,
                     "reason": reason,
                     "detail": out.detail,
-                    "policy_version": POLICY_VERSION,
+                    "policy_version": policy_id,
                 }
             )
             if out.outcome is Outcome.ACCEPTED:
@@ -158,8 +169,9 @@ def build_canonical(
             extra_manifest={
                 "items_in": n,
                 "outcomes": dict(sorted(outcomes.items())),
+                "policy_version": policy_id,
             }
         )
     if log:
         log(f"canonicalize {snapshot}: {n} items in {time.monotonic() - started:.1f}s: {outcomes}")
-    return CanonicalSummary(version, n, outcomes, reasons, langs, schemas)
+    return CanonicalSummary(version, policy_id, n, outcomes, reasons, langs, schemas)

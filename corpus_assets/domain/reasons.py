@@ -38,6 +38,7 @@ class Reason(str, Enum):
     SCHEMA_VIOLATION = "schema_violation"
     UNSUPPORTED_CONTENT_TYPE = "unsupported_content_type"
     EXTRACTION_FAILED = "extraction_failed"
+    DUPLICATE_RECORD_ID = "duplicate_record_id"  # a second item claims a record id already used in the snapshot
 
 
 # Which outcome each non-OK reason implies, so stages cannot disagree about it.
@@ -60,4 +61,5 @@ OUTCOME_OF: dict[Reason, Outcome] = {
     Reason.SCHEMA_VIOLATION: Outcome.QUARANTINED,
     Reason.UNSUPPORTED_CONTENT_TYPE: Outcome.QUARANTINED,
     Reason.EXTRACTION_FAILED: Outcome.QUARANTINED,
+    Reason.DUPLICATE_RECORD_ID: Outcome.QUARANTINED,
 }
