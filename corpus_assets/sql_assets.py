@@ -11,7 +11,7 @@ from corpus_assets.domain.capture import RAW_ASSET, RAW_TABLES
 from corpus_assets.domain.hashing import sha256_text
 from corpus_assets.domain.layer_store import UNPARTITIONED, LayerStore, TableSpec
 from corpus_assets.domain.settings import project_root
-from corpus_assets.domain.sql_models import Ref, SqlModel, discover_models, render_and_run
+from corpus_assets.domain.sql_models import Ref, SqlModel, SqlModelError, discover_models, render_and_run
 from corpus_assets.metadata import markdown_table, version_metadata
 from resources.storage import StorageResource
 
@@ -94,7 +94,5 @@ def load_sql_assets(folder: Path = SQL_FOLDER) -> list[dg.AssetsDefinition]:
     for m in models:
         for r in m.refs:
             if r.asset not in LAYER_TABLES and r.asset not in by_name:
-                from corpus_assets.domain.sql_models import SqlModelError
-
                 raise SqlModelError(f"{m.path}:{r.line}: unknown asset or model {r.asset!r}")
     return [_model_asset(m, by_name) for m in models]

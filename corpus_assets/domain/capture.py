@@ -93,8 +93,7 @@ def _source_items(source, previous_state, clock, log):
                 CrawlStateRow(e.uri, e.etag, e.last_modified, e.content_sha256, e.status)
                 for _, e in sorted(crawler.state_updates.items())
             ]
-            stats = crawler.stats if isinstance(crawler.stats, dict) else dict(vars(crawler.stats))
-            return crawler.has_changes, stats, updates
+            return crawler.has_changes, crawler.stats.as_dict(), updates
 
         return crawler.run(), finish
     from corpus_assets.domain.readers import read_source_items

@@ -6,18 +6,16 @@ is always defined (it defaults to ``./var`` under the project).
 
 from __future__ import annotations
 
-import os
-import re
 from pathlib import Path
 from typing import Annotated, Literal, Optional, Union
 from urllib.parse import urlsplit
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from corpus_assets.domain.config_files import ConfigError, read_yaml, validate
 
 from corpus_assets.domain.keys import InvalidKeyError, validate_source_id
 
-_ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 # Adapters that map a structured row (JSONL line / Parquet row) to a typed record.
 RowAdapterName = Literal[
@@ -31,10 +29,6 @@ RowAdapterName = Literal[
 ]
 # Document adapters for byte sources (crawls, local files, WARC).
 DocumentDomain = Literal["prose", "code"]
-
-
-class ConfigError(ValueError):
-    """A configuration file that does not validate; the message names the file and field."""
 
 
 class Governance(BaseModel):
@@ -180,72 +174,16 @@ class SourcesFile(BaseModel):
         raise KeyError(f"unknown source {source_id!r}; sources.yaml declares: {known}")
 
 
-def expand_env(text: str, env: Optional[dict[str, str]] = None) -> str:
-    env = dict(os.environ if env is None else env)
-
-    def sub(m: re.Match) -> str:
-        name, default = m.group(1), m.group(2)
-        if name in env:
-            return env[name]
-        if default is not None:
-            return default
-        raise ConfigError(f"environment variable ${{{name}}} is not set and has no default")
-
-    return _ENV_RE.sub(sub, text)
-
-
-def _expand_values(data, env: dict[str, str]):
-    """Interpolate ${VAR} in string values only (comments and keys are left alone)."""
-    if isinstance(data, str):
-        return expand_env(data, env)
-    if isinstance(data, list):
-        return [_expand_values(v, env) for v in data]
-    if isinstance(data, dict):
-        return {k: _expand_values(v, env) for k, v in data.items()}
-    return data
-
-
-def _format_validation_error(path: str, exc: ValidationError, data: dict) -> str:
-    lines = [f"{path}: invalid configuration"]
-    for err in exc.errors():
-        loc_parts = []
-        for part in err["loc"]:
-            # drop pydantic's discriminator tags like 'http_crawl' inside union locations
-            if isinstance(part, int):
-                loc_parts.append(f"[{part}]")
-            elif part in ("http_crawl", "local_dir", "jsonl", "parquet", "warc"):
-                continue
-            else:
-                loc_parts.append(("." if loc_parts else "") + str(part))
-        loc = "".join(loc_parts) or "(top level)"
-        lines.append(f"  {loc}: {err['msg']}")
-    return "\n".join(lines)
-
-
 def parse_sources(data: object, origin: str = "sources.yaml") -> SourcesFile:
     if not isinstance(data, dict):
         raise ConfigError(f"{origin}: expected a mapping with a 'sources' list at top level")
-    try:
-        return SourcesFile.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(_format_validation_error(origin, exc, data)) from None
+    return validate(SourcesFile, data, origin)
 
 
 def load_sources(path: Path | str, env: Optional[dict[str, str]] = None) -> SourcesFile:
     """Read, interpolate and validate a sources file. Relative roots resolve against its folder."""
     path = Path(path)
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read sources file: {exc}") from None
-    env = dict(os.environ if env is None else env)
-    env.setdefault("CORPUS_HOME", str(Path("var").resolve()))
-    try:
-        data = yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-    data = _expand_values(data, env)
-    cfg = parse_sources(data, str(path))
+    cfg = parse_sources(read_yaml(path, env), str(path))
     for s in cfg.sources:
         root = getattr(s, "root", None)
         if root is not None and not root.is_absolute():
