@@ -54,6 +54,16 @@ _SHAREGPT = [
         {"from": "human", "value": "Wie sortiere ich ein Wörterbuch nach seinen Werten?"},
         {"from": "gpt", "value": "Mit sorted(d.items(), key=lambda kv: kv[1]) erhältst du eine Liste von Paaren, nach Wert sortiert; dict(...) macht daraus wieder ein Wörterbuch."},
     ]},
+    # personal data that curation redacts (e-mail, phone) ...
+    {"id": "sg-004", "conversations": [
+        {"from": "human", "value": "My build server at 192.168.20.14 keeps failing. Can you reach me at maria.lopez@example.org or on +44 20 7946 0958 to debug it?"},
+        {"from": "gpt", "value": "I cannot contact you directly, but share the failing log and the exact pip command and I will go through the error with you here."},
+    ]},
+    # ... and a payment card number, which the demo policy quarantines instead
+    {"id": "sg-005", "conversations": [
+        {"from": "human", "value": "Is my card 4111 1111 1111 1111 still valid for the online store?"},
+        {"from": "gpt", "value": "I can't check card status. Please contact your bank, and avoid sharing card numbers in chats."},
+    ]},
 ]
 
 _ALPACA = [
