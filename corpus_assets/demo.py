@@ -16,6 +16,7 @@ import dagster as dg
 
 from corpus_assets.domain.canonical_layer import CANONICAL_ASSET
 from corpus_assets.domain.capture import RAW_ASSET
+from corpus_assets.domain.curated_layer import CURATED_ASSET
 from corpus_assets.domain.demo_data import write_demo_inputs
 from corpus_assets.domain.keys import snapshot_key
 from corpus_assets.domain.pydoc_server import free_port, port_is_free, pydoc_server
@@ -36,6 +37,7 @@ def run_snapshot(defs: dg.Definitions, instance: dg.DagsterInstance, key: str) -
 def _build(defs, instance, sources, port, echo):
     """Capture and materialize every demo source in ``instance``; return (new keys, skip messages)."""
     resources = defs.resources
+    defs.resolve_job_def("registry_job").execute_in_process(instance=instance, raise_on_error=True)
     new_keys: list[str] = []
     skipped: list[str] = []
     with pydoc_server(port) as base:
@@ -88,22 +90,30 @@ def run_demo(port: int | None = None, echo=print) -> dict:
 
     store = resources["storage"].store()
     echo("")
-    echo(f"{'snapshot':<40} {'items':>6} {'accepted':>8} {'rejected':>8} {'quarant.':>8}")
+    echo(f"{'':<40} {'canonical':^33} | {'curated':^26}")
+    echo(f"{'snapshot':<40} {'items':>6} {'accepted':>8} {'rejected':>8} {'quarant.':>8} | "
+         f"{'kept':>8} {'rejected':>8} {'quarant.':>8}")
     rows = []
+    curated = {}
     for key in new_keys:
         raw = store.require_current(RAW_ASSET, key)
         can = store.require_current(CANONICAL_ASSET, key)
+        cur = store.require_current(CURATED_ASSET, key).manifest.get("outcomes", {})
         o = can.manifest.get("outcomes", {})
         rows.append((key, raw.row_count("items"), o.get("accepted", 0), o.get("rejected", 0), o.get("quarantined", 0)))
-        echo(f"{key:<40} {rows[-1][1]:>6} {rows[-1][2]:>8} {rows[-1][3]:>8} {rows[-1][4]:>8}")
+        curated[key] = (cur.get("accepted", 0), cur.get("rejected", 0), cur.get("quarantined", 0))
+        echo(f"{key:<40} {rows[-1][1]:>6} {rows[-1][2]:>8} {rows[-1][3]:>8} {rows[-1][4]:>8} | "
+             f"{curated[key][0]:>8} {curated[key][1]:>8} {curated[key][2]:>8}")
     for line in skipped:
         echo(f"skipped  {line}")
     echo("")
     echo(f"data root (CORPUS_HOME): {home}")
     echo(f"  raw snapshots:     {store.layers_root / RAW_ASSET}  (owner-only)")
     echo(f"  canonical records: {store.layers_root / CANONICAL_ASSET}")
-    echo(f"  SQL reports:       {store.layers_root / 'stage_accounting'}")
+    echo(f"  curated records:   {store.layers_root / CURATED_ASSET}")
+    echo(f"  eval registry:     {store.layers_root / 'eval_registry'}  (owner-only)")
+    echo(f"  SQL reports:       {store.layers_root}/{{stage_accounting,curation_retention,contamination_summary}}")
     echo(f"  catalog:           {home / 'catalog.duckdb'}")
     echo(f"Dagster home:        {dagster_home}")
     echo("Open the UI: make ui  (then http://127.0.0.1:3000)")
-    return {"snapshots": rows, "skipped": skipped, "home": str(home)}
+    return {"snapshots": rows, "curated": curated, "skipped": skipped, "home": str(home)}

@@ -8,6 +8,7 @@ import pyarrow as pa
 
 from corpus_assets.domain.canonical_layer import CANONICAL_ASSET, CANONICAL_TABLES
 from corpus_assets.domain.capture import RAW_ASSET, RAW_TABLES
+from corpus_assets.domain.curated_layer import CURATED_ASSET, CURATED_TABLES
 from corpus_assets.domain.hashing import sha256_text
 from corpus_assets.domain.layer_store import UNPARTITIONED, LayerStore, TableSpec
 from corpus_assets.domain.settings import project_root
@@ -22,6 +23,7 @@ RESULT_TABLE = "result"
 LAYER_TABLES: dict[str, tuple[dict[str, TableSpec], str]] = {
     RAW_ASSET: (RAW_TABLES, "items"),
     CANONICAL_ASSET: (CANONICAL_TABLES, "records"),
+    CURATED_ASSET: (CURATED_TABLES, "records"),
 }
 
 

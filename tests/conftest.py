@@ -19,6 +19,7 @@ def corpus_env(tmp_path, monkeypatch):
     monkeypatch.setenv("CORPUS_HOME", str(home))
     monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
     monkeypatch.setenv("CORPUS_SOURCES", str(PROJECT / "sources.yaml"))
+    monkeypatch.setenv("CORPUS_CURATION", str(PROJECT / "curation.yaml"))
     return home
 
 

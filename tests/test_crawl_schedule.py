@@ -12,6 +12,11 @@ from corpus_assets.domain.layer_store import LayerStore
 from corpus_assets.domain.pydoc_server import pydoc_server
 from http_fixture import serve_site
 
+def _registry(defs, instance):
+    """curated_records (in snapshot_job) needs the frozen evaluation registry first."""
+    assert defs.resolve_job_def("registry_job").execute_in_process(instance=instance).success
+
+
 T0 = datetime(2026, 11, 29, 14, 0, tzinfo=timezone.utc)
 
 
@@ -68,6 +73,7 @@ def test_incremental_crawl_adds_snapshots_only_for_changes(corpus_env, tmp_path)
 
         defs = build_definitions()
         with dg.instance_for_test() as instance:
+            _registry(defs, instance)
             first = _tick(defs, instance, "site", T0)
             assert len(first.run_requests) == 1
             key1 = first.run_requests[0].partition_key
@@ -104,6 +110,7 @@ def test_crawl_of_the_real_pydoc_server(corpus_env, tmp_path):
 
         defs = build_definitions()
         with dg.instance_for_test() as instance:
+            _registry(defs, instance)
             data = _tick(defs, instance, "site", T0)
             key = data.run_requests[0].partition_key
             records, decisions = _records(corpus_env, key)

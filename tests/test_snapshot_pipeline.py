@@ -15,6 +15,11 @@ from corpus_assets.domain.demo_data import write_demo_inputs
 from corpus_assets.domain.keys import snapshot_key
 from corpus_assets.domain.layer_store import LayerStore
 
+def _registry(defs, instance):
+    """curated_records (in snapshot_job) needs the frozen evaluation registry first."""
+    assert defs.resolve_job_def("registry_job").execute_in_process(instance=instance).success
+
+
 GOV = "governance: {license: CC0-1.0, rights_evidence: https://example.org/rights}"
 
 
@@ -49,6 +54,7 @@ def test_demo_dumps_through_dagster_account_for_every_line(corpus_env):
     write_demo_inputs(corpus_env / "demo_inputs")
     defs = _defs()
     with dg.instance_for_test() as instance:
+        _registry(defs, instance)
         key, result = _snapshot(defs, instance, "demo_chat")
         checks = _checks(result)
         assert checks["accounting"].passed and checks["raw_integrity"].passed
@@ -89,6 +95,7 @@ def test_canonical_digest_is_independent_of_home_and_batch_size(corpus_env, tmp_
     write_demo_inputs(corpus_env / "demo_inputs")
     defs = _defs()
     with dg.instance_for_test() as instance:
+        _registry(defs, instance)
         key, first = _snapshot(
             defs, instance, "demo_instructions",
             run_config={"ops": {"canonical_records": {"config": {"batch_size": 1}}}},
@@ -103,6 +110,7 @@ def test_canonical_digest_is_independent_of_home_and_batch_size(corpus_env, tmp_
     monkeypatch.setenv("DAGSTER_HOME", str(home_b / "dagster"))
     defs_b = _defs()
     with dg.instance_for_test() as instance:
+        _registry(defs_b, instance)
         instance.add_dynamic_partitions("snapshots", [key])
         result = defs_b.resolve_job_def("snapshot_job").execute_in_process(
             instance=instance, partition_key=key,
@@ -122,6 +130,7 @@ def test_raw_snapshot_is_immutable_once_captured(corpus_env):
     write_demo_inputs(corpus_env / "demo_inputs")
     defs = _defs()
     with dg.instance_for_test() as instance:
+        _registry(defs, instance)
         key, _ = _snapshot(defs, instance, "demo_reasoning")
         store = LayerStore(corpus_env)
         before = store.require_current("raw_snapshot", key).content_digest
@@ -177,6 +186,7 @@ sources:
 """)
     defs = _defs()
     with dg.instance_for_test() as instance:
+        _registry(defs, instance)
         key, result = _snapshot(defs, instance, "docs")
         assert _checks(result)["accounting"].passed
         _, decisions = _decisions(corpus_env, key)

@@ -41,3 +41,8 @@ def ensure_homes() -> tuple[Path, Path]:
     os.environ["CORPUS_HOME"] = str(home)
     os.environ["DAGSTER_HOME"] = str(dh)
     return home, dh
+
+
+def curation_path() -> Path:
+    value = os.environ.get("CORPUS_CURATION")
+    return Path(value).resolve() if value else project_root() / "curation.yaml"
