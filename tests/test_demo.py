@@ -21,6 +21,13 @@ def test_demo_end_to_end_and_incremental_rerun(corpus_env, monkeypatch):
     assert pydocs[1] >= 20 and pydocs[2] >= 20  # the crawl captured and accepted real documentation pages
     for key, items, accepted, rejected, quarantined in summary["snapshots"]:
         assert items == accepted + rejected + quarantined
+        # curation decides every canonical record once
+        assert sum(summary["curated"][key]) == accepted
+    # the demo's personal data and its embedded benchmark item are caught
+    sharegpt = next(k for k in keys if k.startswith("demo_sharegpt."))
+    reasoning = next(k for k in keys if k.startswith("demo_reasoning."))
+    assert summary["curated"][sharegpt][2] == 1 and summary["curated"][reasoning][1] == 1
+    assert "curated records" in text
     assert str(corpus_env) in text and "canonical_records" in text
     store = LayerStore(corpus_env)
     assert store.require_current("stage_accounting", "_all").row_count("result") > 0
