@@ -63,9 +63,11 @@ def curated_records(
     decided = sum(s.outcomes.values())
     pii_problems = check_no_pii_in_public(v, cfg)
     retention_rows = [
-        (src, lang, r[0], r[1], f"{r[1] / r[0]:.1%}" if r[0] else "-", r[2], r[3], f"{r[3] / r[2]:.1%}" if r[2] else "-")
-        for (src, lang), r in sorted(s.retention.items())
+        (src, lang, f"{stage}: {reason}", r[0], r[1], r[2], r[3], f"{r[3] / r[2]:.1%}" if r[2] else "-")
+        for (src, lang, stage, reason), r in sorted(s.retention.items())
     ]
+    chars_in = sum(r[2] for r in s.retention.values())
+    chars_out = sum(r[3] for r in s.retention.values())
     reason_rows = [(st, o, rsn, c) for (st, o, rsn), c in sorted(s.by_reason.items(), key=lambda kv: (-kv[1], kv[0]))]
     return dg.MaterializeResult(
         data_version=dg.DataVersion(v.content_digest),
@@ -76,8 +78,11 @@ def curated_records(
             "quarantined": dg.MetadataValue.int(s.outcomes.get("quarantined", 0)),
             "modified": dg.MetadataValue.int(s.modified),
             "retention_rate": dg.MetadataValue.float(s.outcomes.get("accepted", 0) / s.records_in if s.records_in else 0.0),
+            "chars_in": dg.MetadataValue.int(chars_in),
+            "chars_out": dg.MetadataValue.int(chars_out),
+            "char_retention_rate": dg.MetadataValue.float(chars_out / chars_in if chars_in else 0.0),
             "retention": dg.MetadataValue.md(markdown_table(
-                ["source", "lang", "records in", "records out", "record retention", "chars in", "chars out", "char retention"],
+                ["source", "lang", "stage: reason", "records in", "records out", "chars in", "chars out", "char retention"],
                 retention_rows)),
             "decisions": dg.MetadataValue.md(markdown_table(["stage", "outcome", "reason", "records"], reason_rows)),
             "pii_by_type": dg.MetadataValue.md(counts_table(s.pii_counts, "pii type") if s.pii_counts else "_none detected_"),

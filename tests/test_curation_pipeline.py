@@ -53,9 +53,13 @@ def test_curation_redacts_quarantines_and_decontaminates_through_dagster(corpus_
             str(row) for t in ("records", "decisions", "pii_audit", "contamination") for p in v.table_files(t) for row in pq.read_table(p).to_pylist()
         )
         logs = "".join(str(e.message) + str(getattr(e.dagster_event, "event_specific_data", "")) for e in instance.all_logs(result.run_id))
+        metadata = "".join(
+            str(m.metadata) for m in result.asset_materializations_for_node("curated_records")
+        ) + "".join(str(e.metadata) for e in result.get_asset_check_evaluations())
+        assert "pii.redacted" in metadata
         for value in PII_VALUES:
             assert value not in public_text and value.encode() not in public
-            assert value not in logs
+            assert value not in logs and value not in metadata
         quarantine = v.read_table("quarantine").to_pylist()
         assert [q["record_id"] for q in quarantine] == ["demo_sharegpt:sg-005"]
         assert (v.root / "quarantine").stat().st_mode & 0o077 == 0

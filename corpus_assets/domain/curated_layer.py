@@ -160,7 +160,8 @@ class CurationSummary:
     records_in: int
     outcomes: dict[str, int] = field(default_factory=dict)
     by_reason: dict[tuple[str, str, str], int] = field(default_factory=dict)  # (stage, outcome, reason) -> records
-    retention: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # (source, lang) -> [rec in, rec out, chars in, chars out]
+    # (source, lang, stage, reason) -> [records in, records out, chars in, chars out]
+    retention: dict[tuple[str, str, str, str], list[int]] = field(default_factory=dict)
     pii_counts: dict[str, int] = field(default_factory=dict)
     contamination: dict[str, int] = field(default_factory=dict)  # benchmark -> flagged records
     modified: int = 0
@@ -342,7 +343,7 @@ def _curate_one(row: dict, config: CurationConfig, index, policy: str, buf: dict
     )
     s.outcomes[outcome] = s.outcomes.get(outcome, 0) + 1
     s.by_reason[(stage, outcome, reason)] = s.by_reason.get((stage, outcome, reason), 0) + 1
-    key = (record.source_id, record.lang)
+    key = (record.source_id, record.lang, stage, reason)
     r = s.retention.setdefault(key, [0, 0, 0, 0])
     r[0] += 1
     r[1] += 1 if outcome == "accepted" else 0
