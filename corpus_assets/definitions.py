@@ -15,6 +15,7 @@ from resources.sources import SourcesResource
 from resources.storage import StorageResource
 from sensors.crawl_schedules import build_capture_schedules
 from sensors.jobs import registry_job, reports_job, snapshot_job
+from sensors.release_specs import release_specs_sensor
 
 
 def build_definitions() -> dg.Definitions:
@@ -23,6 +24,7 @@ def build_definitions() -> dg.Definitions:
         assets=[raw_snapshot, canonical_records, eval_registry, curated_records, *load_sql_assets()],
         jobs=[snapshot_job, registry_job, reports_job],
         schedules=build_capture_schedules(sources.load()),
+        sensors=[release_specs_sensor],
         resources={
             "storage": StorageResource(),
             "catalog": CatalogResource(database=str(corpus_home() / "catalog.duckdb")),

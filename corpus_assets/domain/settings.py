@@ -46,3 +46,8 @@ def ensure_homes() -> tuple[Path, Path]:
 def curation_path() -> Path:
     value = os.environ.get("CORPUS_CURATION")
     return Path(value).resolve() if value else project_root() / "curation.yaml"
+
+
+def releases_dir() -> Path:
+    value = os.environ.get("CORPUS_RELEASES")
+    return Path(value).resolve() if value else project_root() / "releases"
