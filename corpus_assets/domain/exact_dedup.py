@@ -1,0 +1,112 @@
+"""Exact dedup over the dedup key of the declared object, with aliases kept.
+
+The object is the whole record the dedup key was computed from — a whole document, a whole
+conversation, a whole preference pair (prompt + both answers), never only an answer: two
+records with the same answer in different contexts are different samples (seed §18.4). The
+key is ``hashing.dedup_key`` (domain-aware normalization of the canonical layer: whitespace and
+case folding for prose, never for code).
+
+* **Collision safety.** Equal keys are only a candidate: records with the same key are split
+  by their normalized bytes, so a digest collision can never merge different content (two
+  groups then share a key; each has its own representative).
+* **Representative.** The first member by the stable total order key, e.g.
+  ``(not eligible, -quality, source_priority, record_id)`` — never by partition or completion
+  order, so any worker count and any input order give the same representative.
+* **Aliases.** Every member of a group keeps one row per (representative, alias record,
+  source) (:func:`alias_rows`), the representative's own row included, so no source's
+  governance (license, allowed uses, retention, deletion requests) is lost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator, Sequence
+
+__all__ = ["EXACT_DEDUP_CODE_VERSION", "ExactGroup", "exact_groups", "alias_rows", "exact_summary"]
+
+EXACT_DEDUP_CODE_VERSION = "exact-dedup-1"
+
+
+@dataclass(frozen=True)
+class ExactGroup:
+    """Records with identical normalized content. ``members`` are sorted by the total order, so
+    ``members[0] == representative``."""
+
+    key: str
+    representative: int
+    members: tuple[int, ...]
+
+    @property
+    def duplicates(self) -> tuple[int, ...]:
+        return self.members[1:]
+
+
+def exact_groups(
+    dedup_keys: Sequence[str],
+    normalized_texts: Callable[[int], bytes],
+    order_keys: Sequence[tuple],
+) -> list[ExactGroup]:
+    """One group per distinct normalized content, singletons included (every record is in
+    exactly one group). ``normalized_texts(i)`` is only called for records whose key is shared.
+    Groups are listed by (key, representative's order key). The order keys must be distinct
+    (end them with the record id)."""
+    n = len(dedup_keys)
+    if len(order_keys) != n:
+        raise ValueError("one order key per record")
+    by_key: dict[str, list[int]] = {}
+    for i, k in enumerate(dedup_keys):
+        by_key.setdefault(k, []).append(i)
+    groups: list[ExactGroup] = []
+    for key in sorted(by_key):
+        idx = sorted(by_key[key], key=order_keys.__getitem__)
+        for a, b in zip(idx, idx[1:]):
+            if order_keys[a] == order_keys[b]:
+                raise ValueError(f"order keys are not a total order: records {a} and {b} share {order_keys[a]!r}")
+        if len(idx) == 1:
+            groups.append(ExactGroup(key, idx[0], (idx[0],)))
+            continue
+        # split by the normalized bytes themselves: dict equality is exact byte equality
+        by_bytes: dict[bytes, list[int]] = {}
+        for i in idx:  # in total order, so each sub-list stays in total order
+            data = normalized_texts(i)
+            if not isinstance(data, (bytes, bytearray, memoryview)):
+                raise TypeError("normalized_texts must return bytes")
+            by_bytes.setdefault(bytes(data), []).append(i)
+        subs = sorted(by_bytes.values(), key=lambda m: order_keys[m[0]])
+        for members in subs:
+            groups.append(ExactGroup(key, members[0], tuple(members)))
+    return groups
+
+
+def alias_rows(
+    groups: Sequence[ExactGroup], record_ids: Sequence[str], source_ids: Sequence[str]
+) -> Iterator[dict]:
+    """One row per (representative, alias record, source) — every member, the representative
+    included (``is_representative``), so each source's governance stays attached to the content
+    that is kept."""
+    for g in groups:
+        rep_id = record_ids[g.representative]
+        for i in g.members:
+            yield {
+                "dedup_key": g.key,
+                "representative_id": rep_id,
+                "record_id": record_ids[i],
+                "source_id": source_ids[i],
+                "is_representative": i == g.representative,
+            }
+
+
+def exact_summary(groups: Sequence[ExactGroup]) -> dict:
+    """Counts for reports: records, kept representatives, removed duplicates, groups with
+    duplicates, keys split because different bytes shared a key (collisions)."""
+    keys: dict[str, int] = {}
+    for g in groups:
+        keys[g.key] = keys.get(g.key, 0) + 1
+    records = sum(len(g.members) for g in groups)
+    return {
+        "records": records,
+        "representatives": len(groups),
+        "duplicates_removed": records - len(groups),
+        "duplicate_groups": sum(1 for g in groups if len(g.members) > 1),
+        "key_collisions": sum(1 for c in keys.values() if c > 1),
+    }
