@@ -5,24 +5,27 @@ import dagster as dg
 
 from corpus_assets.canonical_records import canonical_records
 from corpus_assets.curated_records import curated_records
+from corpus_assets.dedup_clusters import dedup_clusters
+from corpus_assets.minhash_signatures import minhash_signatures
 from corpus_assets.eval_registry import eval_registry
 from corpus_assets.domain.settings import corpus_home
 from corpus_assets.raw_snapshot import raw_snapshot
 from corpus_assets.sql_assets import load_sql_assets
 from resources.catalog import CatalogResource
 from resources.curation import CurationResource
+from resources.releases import ReleasesResource
 from resources.sources import SourcesResource
 from resources.storage import StorageResource
 from sensors.crawl_schedules import build_capture_schedules
-from sensors.jobs import registry_job, reports_job, snapshot_job
+from sensors.jobs import registry_job, release_job, reports_job, snapshot_job
 from sensors.release_specs import release_specs_sensor
 
 
 def build_definitions() -> dg.Definitions:
     sources = SourcesResource()
     return dg.Definitions(
-        assets=[raw_snapshot, canonical_records, eval_registry, curated_records, *load_sql_assets()],
-        jobs=[snapshot_job, registry_job, reports_job],
+        assets=[raw_snapshot, canonical_records, eval_registry, curated_records, minhash_signatures, dedup_clusters, *load_sql_assets()],
+        jobs=[snapshot_job, registry_job, release_job, reports_job],
         schedules=build_capture_schedules(sources.load()),
         sensors=[release_specs_sensor],
         resources={
@@ -30,6 +33,7 @@ def build_definitions() -> dg.Definitions:
             "catalog": CatalogResource(database=str(corpus_home() / "catalog.duckdb")),
             "sources": sources,
             "curation": CurationResource(),
+            "releases": ReleasesResource(),
         },
     )
 

@@ -65,6 +65,12 @@ def _build(defs, instance, sources, port, echo):
         instance.add_dynamic_partitions(snapshots_partitions.name, [key])
         run_snapshot(defs, instance, key)
         new_keys.append(key)
+    # register release specs through the real sensor, then build the demo release
+    sensor = defs.resolve_sensor_def("release_specs")
+    tick = sensor.evaluate_tick(dg.build_sensor_context(instance_ref=instance.get_ref(), definitions=defs))
+    for req in tick.dynamic_partitions_requests or []:
+        instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
+    defs.resolve_job_def("release_job").execute_in_process(instance=instance, partition_key="demo", raise_on_error=True)
     defs.resolve_job_def("reports_job").execute_in_process(instance=instance, raise_on_error=True)
 
     return new_keys, skipped
@@ -106,14 +112,21 @@ def run_demo(port: int | None = None, echo=print) -> dict:
              f"{curated[key][0]:>8} {curated[key][1]:>8} {curated[key][2]:>8}")
     for line in skipped:
         echo(f"skipped  {line}")
+    dedup = store.require_current("dedup_clusters", "demo").manifest
+    echo(
+        f"release demo: {dedup['records']} curated records -> {dedup['kept']} kept after dedup "
+        f"({dedup['exact']['duplicates_removed']} exact, {dedup['near_removed']} near duplicates removed)"
+    )
     echo("")
     echo(f"data root (CORPUS_HOME): {home}")
     echo(f"  raw snapshots:     {store.layers_root / RAW_ASSET}  (owner-only)")
     echo(f"  canonical records: {store.layers_root / CANONICAL_ASSET}")
     echo(f"  curated records:   {store.layers_root / CURATED_ASSET}")
     echo(f"  eval registry:     {store.layers_root / 'eval_registry'}  (owner-only)")
+    echo(f"  signatures:        {store.layers_root / 'minhash_signatures'}")
+    echo(f"  dedup clusters:    {store.layers_root / 'dedup_clusters' / 'demo'}")
     echo(f"  SQL reports:       {store.layers_root}/{{stage_accounting,curation_retention,contamination_summary}}")
     echo(f"  catalog:           {home / 'catalog.duckdb'}")
     echo(f"Dagster home:        {dagster_home}")
     echo("Open the UI: make ui  (then http://127.0.0.1:3000)")
-    return {"snapshots": rows, "curated": curated, "skipped": skipped, "home": str(home)}
+    return {"snapshots": rows, "curated": curated, "skipped": skipped, "home": str(home), "dedup": dedup}

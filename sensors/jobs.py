@@ -4,19 +4,27 @@ import dagster as dg
 
 from corpus_assets.canonical_records import canonical_records
 from corpus_assets.curated_records import curated_records
+from corpus_assets.dedup_clusters import dedup_clusters
+from corpus_assets.minhash_signatures import minhash_signatures
 from corpus_assets.eval_registry import eval_registry
 from corpus_assets.raw_snapshot import raw_snapshot
 
 snapshot_job = dg.define_asset_job(
     "snapshot_job",
-    selection=dg.AssetSelection.assets(raw_snapshot, canonical_records, curated_records),
-    description="Capture (or verify) one snapshot partition, canonicalize and curate it.",
+    selection=dg.AssetSelection.assets(raw_snapshot, canonical_records, curated_records, minhash_signatures),
+    description="Capture (or verify) one snapshot partition, canonicalize, curate and sign it.",
 )
 
 registry_job = dg.define_asset_job(
     "registry_job",
     selection=dg.AssetSelection.assets(eval_registry),
     description="Rebuild the frozen evaluation registry from the benchmark files in curation.yaml.",
+)
+
+release_job = dg.define_asset_job(
+    "release_job",
+    selection=dg.AssetSelection.assets(dedup_clusters),
+    description="Build the release-level layers of one release partition (today: dedup clusters).",
 )
 
 reports_job = dg.define_asset_job(

@@ -12,8 +12,8 @@ def test_sensor_registers_valid_specs_once_and_reports_invalid_ones(corpus_env, 
     from corpus_assets.definitions import build_definitions
 
     defs = build_definitions()
-    sensor = defs.resolve_sensor_def("release_specs")
     with dg.instance_for_test() as instance:
+        sensor = defs.resolve_sensor_def("release_specs")
         ctx = dg.build_sensor_context(instance_ref=instance.get_ref(), definitions=defs)
         data = sensor.evaluate_tick(ctx)
         for req in data.dynamic_partitions_requests:

@@ -51,3 +51,8 @@ def curation_path() -> Path:
 def releases_dir() -> Path:
     value = os.environ.get("CORPUS_RELEASES")
     return Path(value).resolve() if value else project_root() / "releases"
+
+
+def dedup_path() -> Path:
+    value = os.environ.get("CORPUS_DEDUP")
+    return Path(value).resolve() if value else project_root() / "dedup.yaml"

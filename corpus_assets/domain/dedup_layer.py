@@ -1,0 +1,326 @@
+"""MinHash signatures per snapshot, and exact + near dedup clusters per release.
+
+Signatures are computed once per snapshot partition (a new snapshot costs only its own
+signatures) from each curated record's dedup normal form (case- and whitespace-folded for prose,
+untouched for code) with the project's MinHash policy (``dedup.yaml``).
+
+A release then:
+1. selects its snapshots (release spec); when one record id appears in several selected
+   snapshots of its source, the latest snapshot's copy is used (the others are superseded);
+2. exact dedup over dedup keys, collisions ruled out by comparing normalized bytes, every alias
+   kept (``aliases`` table), representative by the stable total order
+   (governance eligibility, quality, source priority, record id);
+3. near dedup among the exact representatives: LSH band by band, candidates verified by real
+   Jaccard over shingle sets, Algorithm 18.1 in the same total order;
+4. leakage groups = connected components of verified near edges, exact aliases joining their
+   representative's group.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field
+
+from corpus_assets.domain.config_files import read_yaml, validate
+from corpus_assets.domain.exact_dedup import alias_rows, exact_groups, exact_summary
+from corpus_assets.domain.hashing import canonical_digest, dedup_normal_form
+from corpus_assets.domain.keys import parse_snapshot_key
+from corpus_assets.domain.layer_store import LayerStore, LayerVersion, TableSpec
+from corpus_assets.domain.lsh import LshPolicy
+from corpus_assets.domain.minhash import (
+    MinHashPolicy,
+    exact_jaccard,
+    hash_shingles,
+    minhash_policy_version,
+    shingle_set,
+    signatures,
+)
+from corpus_assets.domain.near_dedup import near_dedup, stable_order
+
+SIGNATURES_ASSET = "minhash_signatures"
+DEDUP_ASSET = "dedup_clusters"
+CURATED_ASSET = "curated_records"
+DEDUP_CODE_VERSION = "dedup-1"
+
+
+class DedupFile(BaseModel):
+    """``dedup.yaml``: the project MinHash policy (signatures are cached per snapshot with it)."""
+
+    model_config = ConfigDict(extra="forbid")
+    minhash: MinHashPolicy = Field(default_factory=MinHashPolicy)
+
+
+class ReleaseDedupPolicy(BaseModel):
+    """The ``dedup`` section of a release spec."""
+
+    model_config = ConfigDict(extra="forbid")
+    exact: bool = True
+    lsh: LshPolicy = Field(default_factory=LshPolicy)  # lsh.threshold is also tau of Algorithm 18.1
+
+
+def load_dedup_file(path: Path | str) -> DedupFile:
+    return validate(DedupFile, read_yaml(path) or {}, str(path))
+
+
+SIGNATURES_SCHEMA = pa.schema(
+    [
+        ("record_id", pa.string()),
+        ("source_id", pa.string()),
+        ("snapshot", pa.string()),
+        ("domain", pa.string()),
+        ("dedup_key", pa.string()),
+        ("signature", pa.binary()),
+    ]
+)
+SIGNATURES_TABLES = {"signatures": TableSpec(SIGNATURES_SCHEMA)}
+
+CLUSTERS_SCHEMA = pa.schema(
+    [
+        ("record_id", pa.string()),
+        ("source_id", pa.string()),
+        ("snapshot", pa.string()),
+        ("representative_id", pa.string()),
+        ("kind", pa.string()),  # representative | exact | near
+        ("jaccard", pa.float64()),
+        ("group_id", pa.string()),
+    ]
+)
+DEDUP_TABLES = {
+    "clusters": TableSpec(CLUSTERS_SCHEMA),
+    "aliases": TableSpec(
+        pa.schema(
+            [
+                ("dedup_key", pa.string()),
+                ("representative_id", pa.string()),
+                ("record_id", pa.string()),
+                ("source_id", pa.string()),
+                ("is_representative", pa.bool_()),
+            ]
+        )
+    ),
+    "edges": TableSpec(pa.schema([("record_id", pa.string()), ("neighbour_id", pa.string()), ("jaccard", pa.float64())])),
+    "superseded": TableSpec(pa.schema([("record_id", pa.string()), ("snapshot", pa.string()), ("superseded_by", pa.string())])),
+}
+
+
+def build_signatures(
+    store: LayerStore, snapshot: str, policy: MinHashPolicy, *, curated: LayerVersion, batch_size: int = 2048
+) -> LayerVersion:
+    build_spec = {"minhash_policy": minhash_policy_version(policy), "curated_version": curated.content_digest}
+    with store.new_version(SIGNATURES_ASSET, snapshot, SIGNATURES_TABLES, build_spec) as w:
+        cols = ["record_id", "source_id", "snapshot", "domain", "dedup_key", "text"]
+        for batch in curated.iter_batches("records", batch_size=batch_size, columns=cols):
+            d = batch.to_pydict()
+            forms = [dedup_normal_form(t, dom) for t, dom in zip(d["text"], d["domain"])]
+            sigs = signatures(forms, policy)
+            w.write(
+                "signatures",
+                pa.table(
+                    {
+                        "record_id": d["record_id"],
+                        "source_id": d["source_id"],
+                        "snapshot": d["snapshot"],
+                        "domain": d["domain"],
+                        "dedup_key": d["dedup_key"],
+                        "signature": pa.array([row.tobytes() for row in sigs], pa.binary()),
+                    },
+                    schema=SIGNATURES_SCHEMA,
+                ),
+            )
+        return w.commit(
+            extra_manifest={
+                "minhash_policy_version": minhash_policy_version(policy),
+                "signature_dtype": str(np.dtype(sigs.dtype)) if curated.row_count("records") else None,
+                "num_perm": policy.num_perm,
+            }
+        )
+
+
+@dataclass
+class DedupSummary:
+    version: LayerVersion
+    snapshots: list[str]
+    records: int
+    superseded: int
+    exact: dict
+    near_removed: int
+    candidates: int
+    lsh: dict
+    cluster_sizes: dict[int, int] = field(default_factory=dict)
+    largest: list[tuple[str, int]] = field(default_factory=list)
+
+
+def _load_release_records(store: LayerStore, snapshots: list[str]):
+    """Records of the release (latest snapshot wins per record id), with texts and signatures."""
+    rows: dict[str, dict] = {}
+    superseded: list[dict] = []
+    dtype = None
+    # oldest first, so a later snapshot replaces an earlier copy of the same record id
+    for snap in sorted(snapshots, key=lambda k: (parse_snapshot_key(k)[1], k)):
+        sig_v = store.require_current(SIGNATURES_ASSET, snap)
+        cur_v = store.require_current(CURATED_ASSET, snap)
+        dtype = sig_v.manifest.get("signature_dtype") or dtype
+        texts = {}
+        for b in cur_v.iter_batches("records", columns=["record_id", "text", "governance_json"]):
+            for rid, text, gov in zip(b.column(0).to_pylist(), b.column(1).to_pylist(), b.column(2).to_pylist()):
+                texts[rid] = (text, gov)
+        for b in sig_v.iter_batches("signatures"):
+            for r in b.to_pylist():
+                r["text"], r["governance_json"] = texts[r["record_id"]]
+                old = rows.get(r["record_id"])
+                if old is not None:
+                    superseded.append({"record_id": r["record_id"], "snapshot": old["snapshot"], "superseded_by": snap})
+                rows[r["record_id"]] = r
+    ordered = [rows[k] for k in sorted(rows)]
+    return ordered, superseded, dtype
+
+
+def _eligible(governance_json: str) -> bool:
+    gov = json.loads(governance_json)
+    return bool(gov.get("license")) and bool(gov.get("rights_evidence"))
+
+
+def build_dedup(
+    store: LayerStore,
+    release: str,
+    snapshots: list[str],
+    policy: ReleaseDedupPolicy,
+    minhash: MinHashPolicy,
+    source_priority: dict[str, int],
+    *,
+    log: Optional[Callable[[str], None]] = None,
+) -> DedupSummary:
+    started = time.monotonic()
+    rows, superseded, dtype = _load_release_records(store, snapshots)
+    n = len(rows)
+    ids = [r["record_id"] for r in rows]
+    sources = [r["source_id"] for r in rows]
+    # stable total order: eligible first, quality (not scored yet: 0), source priority, record id
+    order_keys = [
+        (0 if _eligible(r["governance_json"]) else 1, 0, source_priority.get(r["source_id"], 1_000_000), r["record_id"])
+        for r in rows
+    ]
+    normal = [dedup_normal_form(r["text"], r["domain"]) for r in rows]
+    if policy.exact:
+        groups = exact_groups([r["dedup_key"] for r in rows], lambda i: normal[i].encode("utf-8"), order_keys)
+    else:
+        from corpus_assets.domain.exact_dedup import ExactGroup
+
+        groups = [ExactGroup(r["dedup_key"], i, (i,)) for i, r in enumerate(rows)]
+    reps = sorted(g.representative for g in groups)
+    exact_rep = np.arange(n)
+    for g in groups:
+        for m in g.members:
+            exact_rep[m] = g.representative
+    if log:
+        log(f"dedup {release}: {n} records from {len(snapshots)} snapshots; {len(reps)} after exact dedup")
+
+    # near dedup among exact representatives
+    sig_dtype = np.dtype(dtype or "uint64")
+    sigs = (
+        np.stack([np.frombuffer(rows[i]["signature"], dtype=sig_dtype) for i in reps])
+        if reps
+        else np.zeros((0, minhash.num_perm), dtype=sig_dtype)
+    )
+    shingle_cache: dict[int, np.ndarray] = {}
+
+    def shingle_hashes(k: int) -> np.ndarray:
+        if k not in shingle_cache:
+            shingle_cache[k] = np.unique(hash_shingles(shingle_set(normal[reps[k]], minhash.shingles), minhash.hash_function))
+        return shingle_cache[k]
+
+    def jaccard(a: int, b: int) -> float:
+        return exact_jaccard(shingle_hashes(a), shingle_hashes(b))
+
+    lsh = policy.lsh if policy.lsh.num_perm == minhash.num_perm else policy.lsh.model_copy(update={"num_perm": minhash.num_perm})
+    order = stable_order([order_keys[i] for i in reps])
+    result = near_dedup(sigs, order, lsh, jaccard=jaccard)
+
+    # final representative and leakage group per record
+    final_rep = np.arange(n)
+    final_j = np.ones(n)
+    kind = ["representative"] * n
+    group = np.arange(n)
+    for k, i in enumerate(reps):
+        r = reps[int(result.representative[k])]
+        final_rep[i] = r
+        final_j[i] = float(result.rep_jaccard[k])
+        if r != i:
+            kind[i] = "near"
+        group[i] = reps[int(result.component[k])]
+    for i in range(n):
+        e = exact_rep[i]
+        if e != i:
+            final_rep[i] = final_rep[e]
+            final_j[i] = 1.0 if final_rep[e] == e else final_j[e]
+            kind[i] = "exact"
+            group[i] = group[e]
+
+    sizes: dict[str, int] = {}
+    for i in range(n):
+        sizes[ids[final_rep[i]]] = sizes.get(ids[final_rep[i]], 0) + 1
+    size_hist: dict[int, int] = {}
+    for s in sizes.values():
+        size_hist[s] = size_hist.get(s, 0) + 1
+    largest = sorted(((rid, s) for rid, s in sizes.items() if s > 1), key=lambda t: (-t[1], t[0]))[:10]
+
+    build_spec = {
+        "code_version": DEDUP_CODE_VERSION,
+        "snapshots": sorted(snapshots),
+        "signatures": {s: store.require_current(SIGNATURES_ASSET, s).content_digest for s in sorted(snapshots)},
+        "policy": policy.model_dump(mode="json"),
+        "lsh": result.policy,
+        "minhash_policy": minhash_policy_version(minhash),
+    }
+    with store.new_version(DEDUP_ASSET, release, DEDUP_TABLES, build_spec) as w:
+        w.write(
+            "clusters",
+            pa.table(
+                {
+                    "record_id": ids,
+                    "source_id": sources,
+                    "snapshot": [r["snapshot"] for r in rows],
+                    "representative_id": [ids[j] for j in final_rep],
+                    "kind": kind,
+                    "jaccard": final_j.tolist(),
+                    "group_id": [ids[j] for j in group],
+                },
+                schema=CLUSTERS_SCHEMA,
+            ),
+        )
+        w.write("aliases", list(alias_rows(groups, ids, sources)))
+        w.write(
+            "edges",
+            [
+                {"record_id": ids[reps[int(x)]], "neighbour_id": ids[reps[int(y)]], "jaccard": float(j)}
+                for (x, y), j in zip(result.edges.tolist(), result.edge_jaccard.tolist())
+            ],
+        )
+        w.write("superseded", superseded)
+        ex = exact_summary(groups)
+        version = w.commit(
+            extra_manifest={
+                "records": n,
+                "exact": ex,
+                "near_removed": result.removed,
+                "candidates": result.candidates,
+                "kept": int(sum(1 for k in kind if k == "representative")),
+                "policy_digest": canonical_digest(build_spec)[:16],
+            }
+        )
+    if log:
+        log(f"dedup {release}: done in {time.monotonic() - started:.1f}s; exact removed {ex['duplicates_removed']}, "
+            f"near removed {result.removed}, {result.candidates} candidate pairs")
+    stats = result.stats
+    return DedupSummary(
+        version, sorted(snapshots), n, len(superseded), ex, result.removed, result.candidates,
+        {**result.policy, "stats": vars(stats) if hasattr(stats, "__dict__") else str(stats)},
+        dict(sorted(size_hist.items())), largest,
+    )
