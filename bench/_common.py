@@ -97,3 +97,13 @@ def refuse_network() -> None:
     socket.socket.connect = _refused  # type: ignore[method-assign]
     socket.socket.connect_ex = _refused  # type: ignore[method-assign]
     socket.create_connection = lambda *a, **k: _refused(None, *a)  # type: ignore[assignment]
+
+
+def best_round_per_side(rounds: list[list[dict]]) -> list[dict]:
+    """Per side, the fastest of the rounds (the least disturbed by other load on the machine)."""
+    best: dict[str, dict] = {}
+    for round_results in rounds:
+        for r in round_results:
+            if r["side"] not in best or r["seconds"] < best[r["side"]]["seconds"]:
+                best[r["side"]] = r
+    return list(best.values())

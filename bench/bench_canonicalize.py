@@ -56,6 +56,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ (for _common), also when imported
 
 from _common import (  # noqa: E402  (helpers shared with bench_curation.py)
+    best_round_per_side,
     DEFAULT_ROOT,
     HERE,
     MB,
@@ -451,13 +452,7 @@ def main(argv=None) -> int:
     finally:
         os.unlink(pages_file)
 
-    # per side, the fastest of the rounds (the least disturbed by other load on the machine)
-    best: dict[str, dict] = {}
-    for round_results in rounds:
-        for r in round_results:
-            if r["side"] not in best or r["seconds"] < best[r["side"]]["seconds"]:
-                best[r["side"]] = r
-    results = list(best.values())
+    results = best_round_per_side(rounds)
 
     header = f"{'side':<22}{'pages':>7}{'MB':>9}{'seconds':>10}{'docs/s':>10}{'MB/s':>9}{'kept':>7}{'Mchars':>9}"
     if args.rounds > 1:

@@ -54,6 +54,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/ (for _common)
 
 from _common import (  # noqa: E402
+    best_round_per_side,
     DEFAULT_ROOT,
     HERE,
     MB,
@@ -533,12 +534,8 @@ def main(argv=None) -> int:
     finally:
         os.unlink(records_file)
 
-    best: dict[str, dict] = {}
-    for round_results in rounds:
-        for r in round_results:
-            if r["side"] not in best or r["seconds"] < best[r["side"]]["seconds"]:
-                best[r["side"]] = r
-    results = list(best.values())
+    results = best_round_per_side(rounds)
+    best = {r["side"]: r for r in results}
 
     if "corpus" in best:
         s = best["corpus"]["setup"]

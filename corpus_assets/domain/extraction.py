@@ -36,6 +36,8 @@ from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.encoding import bytes_to_str, detect_encoding
 from resiliparse.parse.html import HTMLTree
 
+from corpus_assets.domain.raw_items import split_content_type
+
 __all__ = [
     "ExtractionError",
     "TextDecodeError",
@@ -68,16 +70,8 @@ class HtmlTooDeepError(ExtractionError):
 
 
 def split_mime(content_type: Optional[str]) -> tuple[str, Optional[str]]:
-    """``'Text/HTML; charset="UTF-8"'`` -> ``('text/html', 'utf-8')``."""
-    if not content_type:
-        return "", None
-    main, _, params = content_type.partition(";")
-    charset = None
-    for param in params.split(";"):
-        key, _, val = param.partition("=")
-        if key.strip().lower() == "charset" and val.strip():
-            charset = val.strip().strip("\"'").lower()
-    return main.strip().lower(), charset
+    """``'Text/HTML; charset="UTF-8"'`` -> ``('text/html', 'utf-8')`` (the raw layer's parser)."""
+    return split_content_type(content_type)
 
 
 def _known_codec(label: Optional[str]) -> Optional[str]:

@@ -76,7 +76,7 @@ def split_content_type(value: Optional[str]) -> tuple[str, Optional[str]]:
     for param in params.split(";"):
         key, _, val = param.partition("=")
         if key.strip().lower() == "charset" and val.strip():
-            charset = val.strip().strip('"').lower()
+            charset = val.strip().strip("\"'").lower()
     return main.strip().lower(), charset
 
 

@@ -18,19 +18,22 @@ def project_root() -> Path:
     return Path.cwd()
 
 
+def _env_path(variable: str, default) -> Path:
+    """The path in an environment variable, or ``default()`` when it is unset."""
+    value = os.environ.get(variable)
+    return Path(value).resolve() if value else default()
+
+
 def corpus_home() -> Path:
-    value = os.environ.get("CORPUS_HOME")
-    return Path(value).resolve() if value else project_root() / "var"
+    return _env_path("CORPUS_HOME", lambda: project_root() / "var")
 
 
 def dagster_home() -> Path:
-    value = os.environ.get("DAGSTER_HOME")
-    return Path(value).resolve() if value else corpus_home() / "dagster"
+    return _env_path("DAGSTER_HOME", lambda: corpus_home() / "dagster")
 
 
 def sources_path() -> Path:
-    value = os.environ.get("CORPUS_SOURCES")
-    return Path(value).resolve() if value else project_root() / "sources.yaml"
+    return _env_path("CORPUS_SOURCES", lambda: project_root() / "sources.yaml")
 
 
 def ensure_homes() -> tuple[Path, Path]:
@@ -44,15 +47,12 @@ def ensure_homes() -> tuple[Path, Path]:
 
 
 def curation_path() -> Path:
-    value = os.environ.get("CORPUS_CURATION")
-    return Path(value).resolve() if value else project_root() / "curation.yaml"
+    return _env_path("CORPUS_CURATION", lambda: project_root() / "curation.yaml")
 
 
 def releases_dir() -> Path:
-    value = os.environ.get("CORPUS_RELEASES")
-    return Path(value).resolve() if value else project_root() / "releases"
+    return _env_path("CORPUS_RELEASES", lambda: project_root() / "releases")
 
 
 def dedup_path() -> Path:
-    value = os.environ.get("CORPUS_DEDUP")
-    return Path(value).resolve() if value else project_root() / "dedup.yaml"
+    return _env_path("CORPUS_DEDUP", lambda: project_root() / "dedup.yaml")
