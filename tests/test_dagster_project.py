@@ -112,7 +112,7 @@ def test_dagster_cli_materializes_a_snapshot_partition(corpus_env):
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     v = LayerStore(corpus_env).require_current("canonical_records", key)
-    assert v.row_count("records") == 5 and v.manifest["outcomes"] == {"accepted": 5}
+    assert v.row_count("records") == 7 and v.manifest["outcomes"] == {"accepted": 7}
 
 
 def test_corpus_cli_sources_and_layers(corpus_env, tmp_path):

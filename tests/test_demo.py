@@ -28,6 +28,11 @@ def test_demo_end_to_end_and_incremental_rerun(corpus_env, monkeypatch):
     reasoning = next(k for k in keys if k.startswith("demo_reasoning."))
     assert summary["curated"][sharegpt][2] == 1 and summary["curated"][reasoning][1] == 1
     assert "curated records" in text
+    # the demo release finds the ShareGPT copy (exact) and its one-word variant (near) of demo_chat's chat-0002
+    clusters = {r["record_id"]: r for r in LayerStore(corpus_env).require_current("dedup_clusters", "demo").read_table("clusters").to_pylist()}
+    assert (clusters["demo_sharegpt:sg-006"]["kind"], clusters["demo_sharegpt:sg-006"]["representative_id"]) == ("exact", "demo_chat:chat-0002")
+    assert (clusters["demo_sharegpt:sg-007"]["kind"], clusters["demo_sharegpt:sg-007"]["representative_id"]) == ("near", "demo_chat:chat-0002")
+    assert summary["dedup"]["exact"]["duplicates_removed"] >= 1 and summary["dedup"]["near_removed"] >= 1
     assert str(corpus_env) in text and "canonical_records" in text
     store = LayerStore(corpus_env)
     assert store.require_current("stage_accounting", "_all").row_count("result") > 0

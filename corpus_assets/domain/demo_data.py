@@ -59,6 +59,20 @@ _SHAREGPT = [
         {"from": "human", "value": "My build server at 192.168.20.14 keeps failing. Can you reach me at maria.lopez@example.org or on +44 20 7946 0958 to debug it?"},
         {"from": "gpt", "value": "I cannot contact you directly, but share the failing log and the exact pip command and I will go through the error with you here."},
     ]},
+    # the same conversation as demo_chat's chat-0002 (an exact duplicate in another source) ...
+    {"id": "sg-006", "conversations": [
+        {"from": "human", "value": "What is the difference between a list and a tuple?"},
+        {"from": "gpt", "value": "A list is mutable and a tuple is immutable. Tuples can be dictionary keys when their items are hashable; lists cannot."},
+        {"from": "human", "value": "And performance?"},
+        {"from": "gpt", "value": "Tuples are slightly smaller and faster to create, but choose by meaning: fixed records are tuples, growing collections are lists."},
+    ]},
+    # ... and a near duplicate of it (one word changed)
+    {"id": "sg-007", "conversations": [
+        {"from": "human", "value": "What is the difference between a list and a tuple?"},
+        {"from": "gpt", "value": "A list is mutable and a tuple is immutable. Tuples can be dictionary keys when their items are hashable; lists cannot."},
+        {"from": "human", "value": "And performance?"},
+        {"from": "gpt", "value": "Tuples are slightly smaller and quicker to create, but choose by meaning: fixed records are tuples, growing collections are lists."},
+    ]},
     # ... and a payment card number, which the demo policy quarantines instead
     {"id": "sg-005", "conversations": [
         {"from": "human", "value": "Is my card 4111 1111 1111 1111 still valid for the online store?"},
