@@ -1,0 +1,220 @@
+"""The release tokenizer: frozen, and identified by a digest.
+
+A release names its tokenizer in one of two ways (``TokenizerSpec``):
+
+* ``path`` — any HuggingFace ``tokenizer.json`` on disk (``load_tokenizer``); nothing is ever
+  fetched from a hub. GPT-2's tokenizer is produced offline from the ``openai-whisper`` source
+  package by ``scripts/gpt2_tokenizer_from_whisper.py``.
+* ``train`` — a byte-level BPE tokenizer learnt with ``tokenizers``' ``BpeTrainer``
+  (``train_bpe``). The caller passes ONLY the release's training-split texts: tokenizer learning
+  must never see validation or test data, and this module cannot tell splits apart itself.
+
+Either way the result is a ``FrozenTokenizer`` whose ``digest`` is a sha256 over a canonical
+serialization of its ``tokenizer.json`` (as ``tokenizers`` re-serializes it), the special tokens,
+the eos token and the chat template version. Equal digests mean equal token ids for every text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+DIGEST_FORMAT = "corpus-tokenizer/1"
+N_BYTES = 256
+
+
+class TokenizerLoadError(ValueError):
+    """A tokenizer could not be loaded; names the path and the reason."""
+
+    def __init__(self, path: Path | str, reason: str):
+        self.path = Path(path)
+        self.reason = reason
+        super().__init__(f"tokenizer {self.path}: {reason}")
+
+
+class BpeTrainSpec(BaseModel):
+    """Byte-level BPE training settings. Training is deterministic: there is no seed to set;
+    the same texts in the same order give the same tokenizer.json."""
+
+    model_config = ConfigDict(extra="forbid")
+    vocab_size: int = Field(ge=N_BYTES + 1, description="total, including the 256 bytes and the special tokens")
+    min_frequency: int = Field(default=2, ge=1)
+    max_token_length: Optional[int] = Field(default=None, ge=1, description="longest learnt token, in characters")
+
+
+class TokenizerSpec(BaseModel):
+    """Exactly one of ``path`` (a HuggingFace tokenizer.json) or ``train`` (learn byte-level BPE)."""
+
+    model_config = ConfigDict(extra="forbid")
+    path: Optional[Path] = None
+    train: Optional[BpeTrainSpec] = None
+    special_tokens: list[str] = Field(default_factory=lambda: ["<|endoftext|>"])
+    eos_token: str = "<|endoftext|>"
+    chat_template_version: str = "chatml-1"
+
+    @field_validator("special_tokens")
+    @classmethod
+    def _specials(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("at least one special token (the eos token) is required")
+        if any(not t or t != t.strip() for t in v):
+            raise ValueError("special tokens must be non-empty and carry no surrounding whitespace")
+        if len(set(v)) != len(v):
+            raise ValueError("a special token is listed twice")
+        return v
+
+    @field_validator("chat_template_version")
+    @classmethod
+    def _template(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("chat_template_version must not be empty")
+        return v
+
+    @model_validator(mode="after")
+    def _one_way_in(self) -> "TokenizerSpec":
+        if (self.path is None) == (self.train is None):
+            raise ValueError("give exactly one of 'path' (a tokenizer.json) or 'train' (byte-level BPE settings)")
+        if self.eos_token not in self.special_tokens:
+            raise ValueError(f"eos_token {self.eos_token!r} is not among special_tokens {self.special_tokens}")
+        if self.train is not None and self.train.vocab_size < N_BYTES + len(self.special_tokens):
+            raise ValueError(
+                f"train.vocab_size {self.train.vocab_size} is below 256 bytes + {len(self.special_tokens)} special tokens"
+            )
+        return self
+
+
+def tokenizer_digest(
+    tokenizer_json: str,
+    special_tokens: Sequence[str],
+    chat_template_version: str,
+    *,
+    eos_token: Optional[str] = None,
+) -> str:
+    """sha256 (hex) over a canonical serialization: the parsed tokenizer.json with sorted keys and
+    compact separators (so whitespace / key order of the file do not matter), the special tokens
+    in order, the eos token and the chat template version."""
+    try:
+        parsed = json.loads(tokenizer_json)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"tokenizer_json is not valid JSON: {exc}") from None
+    payload = {
+        "format": DIGEST_FORMAT,
+        "tokenizer": parsed,
+        "special_tokens": list(special_tokens),
+        "eos_token": eos_token,
+        "chat_template_version": chat_template_version,
+    }
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class FrozenTokenizer:
+    tokenizer: Tokenizer
+    digest: str
+    vocab_size: int  # including added / special tokens
+    eos_id: int
+    spec: TokenizerSpec
+
+    def to_json(self) -> str:
+        """The tokenizer.json text the digest covers."""
+        return self.tokenizer.to_str()
+
+    def save(self, path: Path | str) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.to_json(), encoding="utf-8")
+        return path
+
+    def special_ids(self) -> dict[str, int]:
+        return {t: self.tokenizer.token_to_id(t) for t in self.spec.special_tokens}
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids without any post-processing extras (no BOS/EOS added)."""
+        return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids: Sequence[int], *, skip_special_tokens: bool = False) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+
+def _freeze(tokenizer: Tokenizer, spec: TokenizerSpec, where: Path | str) -> FrozenTokenizer:
+    missing = [t for t in spec.special_tokens if tokenizer.token_to_id(t) is None]
+    if missing:
+        which = "eos token" if spec.eos_token in missing else "special token(s)"
+        raise TokenizerLoadError(where, f"{which} {missing} not in the vocabulary")
+    text = tokenizer.to_str()
+    digest = tokenizer_digest(text, spec.special_tokens, spec.chat_template_version, eos_token=spec.eos_token)
+    return FrozenTokenizer(
+        tokenizer=tokenizer,
+        digest=digest,
+        vocab_size=tokenizer.get_vocab_size(with_added_tokens=True),
+        eos_id=tokenizer.token_to_id(spec.eos_token),
+        spec=spec,
+    )
+
+
+def load_tokenizer(spec: TokenizerSpec, *, base_dir: Path | str | None = None) -> FrozenTokenizer:
+    """Load ``spec.path`` (relative paths resolve against ``base_dir``, e.g. the release spec's
+    directory). Raises ``TokenizerLoadError`` naming the path and the reason: missing file, not
+    valid JSON, rejected by ``tokenizers``, or a special / eos token not in the vocabulary."""
+    if spec.path is None:
+        raise ValueError("load_tokenizer needs a spec with 'path'; use train_bpe for 'train'")
+    path = spec.path
+    if base_dir is not None and not path.is_absolute():
+        path = Path(base_dir) / path
+    if not path.exists():
+        raise TokenizerLoadError(path, "no such file")
+    if not path.is_file():
+        raise TokenizerLoadError(path, "not a file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TokenizerLoadError(path, f"cannot read: {exc}") from None
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TokenizerLoadError(path, f"invalid JSON: {exc}") from None
+    try:
+        tokenizer = Tokenizer.from_str(text)
+    except Exception as exc:  # tokenizers raises a bare Exception with serde's message
+        raise TokenizerLoadError(path, f"not a HuggingFace tokenizer.json ({exc})") from None
+    return _freeze(tokenizer, spec, path)
+
+
+def new_byte_level_bpe() -> Tokenizer:
+    """An empty byte-level BPE tokenizer: GPT-2 pre-tokenization regex, no prefix space, no
+    normalizer, ByteLevel decoder (decode(encode(text)) == text)."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    return tok
+
+
+def train_bpe(texts: Iterable[str], spec: TokenizerSpec) -> FrozenTokenizer:
+    """Learn byte-level BPE from ``texts`` — which must be the release's TRAINING split only
+    (never validation or test). Special tokens take ids 0..k-1 in ``spec.special_tokens`` order,
+    then the 256 bytes, then merges. Deterministic: the same texts in the same order give an
+    identical tokenizer.json and digest."""
+    if spec.train is None:
+        raise ValueError("train_bpe needs a spec with 'train'; use load_tokenizer for 'path'")
+    tok = new_byte_level_bpe()
+    kwargs = {}
+    if spec.train.max_token_length is not None:
+        kwargs["max_token_length"] = spec.train.max_token_length
+    trainer = trainers.BpeTrainer(
+        vocab_size=spec.train.vocab_size,
+        min_frequency=spec.train.min_frequency,
+        special_tokens=list(spec.special_tokens),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+        **kwargs,
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    return _freeze(tok, spec, "<trained>")
