@@ -62,6 +62,9 @@ def dedup_clusters(
                 markdown_table(["representative", "members"], s.largest) if s.largest else "_no duplicates_"
             ),
             "lsh_policy": dg.MetadataValue.json({k: v for k, v in s.lsh.items() if k != "stats"}),
+            # the bucket cap's effect, reported: buckets capped, pairs before/after, members left out
+            "lsh_buckets": dg.MetadataValue.md(markdown_table(["statistic", "value"], sorted(s.lsh["stats"].items()))),
+            "capped_buckets": dg.MetadataValue.int(s.lsh["stats"]["capped_buckets"]),
             **version_metadata(s.version),
         },
     )

@@ -92,6 +92,7 @@ sources:
     mat = result.asset_materializations_for_node("dedup_clusters")[0]
     assert mat.metadata["exact_duplicates"].value == 1 and mat.metadata["near_duplicates"].value == 1
     assert "site_a:gc" in mat.metadata["largest_clusters"].value
+    assert mat.metadata["capped_buckets"].value == 0 and "pairs_before_cap" in mat.metadata["lsh_buckets"].value
 
 
 def _setup_two_sources(tmp_path, monkeypatch):

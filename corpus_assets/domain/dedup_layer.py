@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -321,6 +321,6 @@ def build_dedup(
     stats = result.stats
     return DedupSummary(
         version, sorted(snapshots), n, len(superseded), ex, result.removed, result.candidates,
-        {**result.policy, "stats": vars(stats) if hasattr(stats, "__dict__") else str(stats)},
+        {**result.policy, "stats": asdict(stats)},
         dict(sorted(size_hist.items())), largest,
     )
