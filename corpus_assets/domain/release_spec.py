@@ -14,7 +14,7 @@ from typing import Optional
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from corpus_assets.domain.config_files import ConfigError, read_yaml, validate
-from corpus_assets.domain.keys import InvalidKeyError, parse_snapshot_key, validate_release_name, validate_source_id
+from corpus_assets.domain.keys import parse_snapshot_key, validate_release_name, validate_source_id
 
 
 class SnapshotSelection(BaseModel):
@@ -30,10 +30,7 @@ class SnapshotSelection(BaseModel):
     @classmethod
     def _keys(cls, v: list[str]) -> list[str]:
         for key in v:
-            try:
-                parse_snapshot_key(key)
-            except InvalidKeyError as exc:
-                raise ValueError(str(exc)) from None
+            parse_snapshot_key(key)
         if len(set(v)) != len(v):
             raise ValueError("a snapshot key is listed twice")
         return v
@@ -42,10 +39,7 @@ class SnapshotSelection(BaseModel):
     @classmethod
     def _sources(cls, v: list[str]) -> list[str]:
         for s in v:
-            try:
-                validate_source_id(s)
-            except InvalidKeyError as exc:
-                raise ValueError(str(exc)) from None
+            validate_source_id(s)
         return v
 
     @field_validator("since", "until")
@@ -90,10 +84,7 @@ class ReleaseSpec(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        try:
-            return validate_release_name(v)
-        except InvalidKeyError as exc:
-            raise ValueError(str(exc)) from None
+        return validate_release_name(v)  # InvalidKeyError is a ValueError: pydantic reports it on the field
 
 
 def load_release_spec(path: Path | str) -> ReleaseSpec:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from corpus_assets.domain.config_files import ConfigError, read_yaml, validate
 
-from corpus_assets.domain.keys import InvalidKeyError, validate_source_id
+from corpus_assets.domain.keys import validate_source_id
 
 
 # Adapters that map a structured row (JSONL line / Parquet row) to a typed record.
@@ -50,10 +50,7 @@ class _SourceBase(BaseModel):
     @field_validator("id")
     @classmethod
     def _valid_id(cls, v: str) -> str:
-        try:
-            return validate_source_id(v)
-        except InvalidKeyError as exc:
-            raise ValueError(str(exc)) from None
+        return validate_source_id(v)  # InvalidKeyError is a ValueError: pydantic reports it on the field
 
     @field_validator("schedule")
     @classmethod
