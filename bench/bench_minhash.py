@@ -9,7 +9,10 @@ strings, in the same order, in this one process pinned to one core, and must ret
 per document from the text. Parameters: word 5-gram shingles, 128 permutations, seed 1.
 
 Sides (each timed from the list of texts to the list of signatures):
-  corpus          ``minhash.signatures(texts, MinHashPolicy())``: xxh3_64_low32, scheme affine32.
+  corpus          ``minhash.signatures(texts, MinHashPolicy())``: xxh3_64_low32, scheme affine32,
+                  with the numba kernel when numba is installed (else the numpy path).
+  corpus-numpy    the same with the numba kernel switched off (``minhash.use_numba(False)``):
+                  the pure-numpy path, for comparison (only when numba is installed).
   datasketch-sha1 idiomatic datasketch use: per text, ``toks = text.split()``, the set of
                   ``" ".join(toks[i:i+5]).encode()`` (the whole text if < 5 tokens), then
                   ``MinHash.bulk(shingle_lists, num_perm=128, seed=1)`` (default hash sha1_hash32,
@@ -30,8 +33,14 @@ Correctness is checked outside the timings: datasketch-xxh3's hash values equal 
 document, and datasketch-sha1's equal ``signatures(texts, MinHashPolicy(hash_function="sha1_32"))``
 (same shingle sets: the idiomatic shingler and ``shingle_set`` agree on these normal forms).
 
-Where our time goes: the three internal stages are timed separately on the same texts
-(word buffer + shingle spans, XXH3 of the spans, permutation + per-document minimum).
+Where our time goes: the internal stages are timed separately on the same texts (word buffer +
+shingle spans, then either the fused numba kernel or the numpy XXH3 of the spans and the numpy
+permutation + per-document minimum).
+
+numba JIT: the kernel is compiled on first use (``cache=True``: later processes load it from
+``__pycache__``). That first call is outside every timing (the warm-up); the benchmark reports it,
+both as it happened in this process (cache load or compile) and as a cold compile in a child
+process with an empty ``NUMBA_CACHE_DIR``.
 
 Run:  .venv/bin/python bench/bench_minhash.py [--limit 2000] [--rounds 3] [--datatrove-limit 300]
 """
@@ -72,6 +81,31 @@ def idiomatic_shingles(text: str) -> list[bytes]:
     if len(toks) < NGRAM:
         return [" ".join(toks).encode()] if toks else []
     return list({" ".join(toks[i : i + NGRAM]).encode(): None for i in range(len(toks) - NGRAM + 1)})
+
+
+def side_corpus_numpy(texts):
+    from corpus_assets.domain import minhash as mh
+
+    mh.use_numba(False)
+    try:
+        return side_corpus(texts)
+    finally:
+        mh.use_numba(True)
+
+
+def cold_compile_seconds() -> float:
+    """First-call time of ``signatures`` in a fresh process with an empty numba cache."""
+    import os
+    import subprocess
+
+    code = ("import time; from corpus_assets.domain import minhash as mh; t = time.perf_counter(); "
+            "mh.signatures(['warm up the kernel with a few words here'], mh.MinHashPolicy()); "
+            "print(time.perf_counter() - t)")
+    with tempfile.TemporaryDirectory(prefix="numba-cache-") as d:
+        env = dict(os.environ, NUMBA_CACHE_DIR=d)
+        res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+                             cwd=str(Path(__file__).resolve().parent.parent))
+    return float(res.stdout.strip().splitlines()[-1])
 
 
 def side_corpus(texts):
@@ -117,19 +151,42 @@ def timed(fn, texts):
     return time.perf_counter() - t0, out
 
 
-def stages(texts):
+def stages(texts, batch_chars=512 << 10):
+    """Stage times summed over the batches ``signatures`` uses (same default batch size)."""
     from corpus_assets.domain import minhash as mh
 
     policy = mh.MinHashPolicy(num_perm=NUM_PERM, seed=SEED)
-    t0 = time.perf_counter()
-    buf, starts, ends, doc = mh._spans(texts, policy.shingles)
-    t1 = time.perf_counter()
-    hv = mh._hash_spans(buf, starts, ends, policy.hash_function)
-    t2 = time.perf_counter()
-    out = mh.np.full((len(texts), NUM_PERM), mh.np.uint32(0xFFFFFFFF), dtype=mh.np.uint32)
-    mh._min_hash_rows(hv, doc, out, policy)
-    t3 = time.perf_counter()
-    return {"tokenize+spans": t1 - t0, "hash (xxh3, numpy)": t2 - t1, "permute+min": t3 - t2}, len(hv)
+    kernel = mh.numba_kernel()
+    res = {"tokenize+spans": 0.0}
+    if kernel is not None:
+        res["xxh3+permute+min (numba)"] = 0.0
+    res.update({"numpy path: hash (xxh3)": 0.0, "numpy path: permute+min": 0.0})
+    nsh = 0
+    i = 0
+    while i < len(texts):
+        j, size = i, 0
+        while j < len(texts) and (j == i or size + len(texts[j]) <= batch_chars):
+            size += len(texts[j])
+            j += 1
+        t0 = time.perf_counter()
+        buf, starts, ends, doc = mh._spans(texts[i:j], policy.shingles)
+        res["tokenize+spans"] += time.perf_counter() - t0
+        if kernel is not None:
+            out = mh.np.full((j - i, NUM_PERM), mh.np.uint32(0xFFFFFFFF), dtype=mh.np.uint32)
+            t0 = time.perf_counter()
+            mh._min_hash_rows_numba(kernel, buf, starts, ends, doc, out, policy)
+            res["xxh3+permute+min (numba)"] += time.perf_counter() - t0
+        t1 = time.perf_counter()
+        hv = mh._hash_spans(buf, starts, ends, policy.hash_function)
+        t2 = time.perf_counter()
+        out = mh.np.full((j - i, NUM_PERM), mh.np.uint32(0xFFFFFFFF), dtype=mh.np.uint32)
+        mh._min_hash_rows(hv, doc, out, policy)
+        t3 = time.perf_counter()
+        res["numpy path: hash (xxh3)"] += t2 - t1
+        res["numpy path: permute+min"] += t3 - t2
+        nsh += len(hv)
+        i = j
+    return res, nsh
 
 
 def main() -> None:
@@ -156,14 +213,25 @@ def main() -> None:
     print(f"# {cpu_model()}; {pinned}; python {sys.version.split()[0]}, numpy {np.__version__}, "
           f"datasketch {datasketch.__version__}, datatrove {version('datatrove')}, xxhash {xxhash.VERSION}")
     print(f"# params: word {NGRAM}-grams, num_perm {NUM_PERM}, seed {SEED}; rounds {args.rounds}")
+    kernel = mh.numba_kernel()
+    if kernel is not None:
+        import numba
+
+        print(f"# numba {numba.__version__}: fused XXH3 + permute + min kernel in use")
+    else:
+        print("# numba not installed: numpy path")
 
     xxh = mh.datasketch_hashfunc("xxh3_64_low32")
     sides = {
         "corpus": side_corpus,
+        **({"corpus-numpy": side_corpus_numpy} if kernel is not None else {}),
         "datasketch-sha1": side_datasketch,
         "datasketch-xxh3": lambda ts: side_datasketch(ts, xxh),
     }
-    side_corpus(texts[:50])  # warm-up (permutation cache, imports)
+    t0 = time.perf_counter()
+    side_corpus(texts[:50])  # warm-up (permutation cache, imports, numba compile or cache load)
+    first_call = time.perf_counter() - t0
+    side_corpus_numpy(texts[:50])
     side_datasketch(texts[:20])
     best = {k: float("inf") for k in sides}
     outs = {}
@@ -179,10 +247,13 @@ def main() -> None:
 
     # correctness (outside the timings)
     ours = outs["corpus"]
+    if "corpus-numpy" in outs:
+        assert np.array_equal(outs["corpus-numpy"], ours), "numba kernel != numpy path"
     assert all(np.array_equal(m.hashvalues, s) for m, s in zip(outs["datasketch-xxh3"], ours)), "xxh3 mismatch"
     ours_sha1 = mh.signatures(texts, mh.MinHashPolicy(num_perm=NUM_PERM, seed=SEED, hash_function="sha1_32"))
     assert all(np.array_equal(m.hashvalues, s) for m, s in zip(outs["datasketch-sha1"], ours_sha1)), "sha1 mismatch"
-    print("# check: datasketch hash values == ours for every document (xxh3_64_low32 and sha1_32)")
+    print("# check: datasketch hash values == ours for every document (xxh3_64_low32 and sha1_32)"
+          + ("; numba kernel == numpy path" if "corpus-numpy" in outs else ""))
 
     dt_run = make_datatrove()
     sub = texts[: args.datatrove_limit]
@@ -200,9 +271,15 @@ def main() -> None:
     print(f"ratio corpus / datasketch-sha1 (default hash): {dps['corpus'] / dps['datasketch-sha1']:.2f}x")
     print(f"ratio corpus / datasketch-xxh3 (our hash):      {dps['corpus'] / dps['datasketch-xxh3']:.2f}x")
     print(f"ratio corpus / datatrove (first {len(sub)} docs):   {dt_time / ours_sub:.2f}x")
+    if "corpus-numpy" in dps:
+        print(f"ratio corpus-numpy / datasketch-sha1, -xxh3:    {dps['corpus-numpy'] / dps['datasketch-sha1']:.2f}x, "
+              f"{dps['corpus-numpy'] / dps['datasketch-xxh3']:.2f}x")
+        print(f"numba first call (excluded from timings): {first_call:.2f}s in this process (compile or cache "
+              f"load, incl. 50 docs); cold compile in a fresh process: {cold_compile_seconds():.2f}s")
     for i, row in enumerate(per_round):
         print(f"#  round {i + 1}: " + ", ".join(
-            f"{k} {v:.3f}s" for k, v in row.items()) + f"; ratios sha1 {row['datasketch-sha1'] / row['corpus']:.2f}x,"
+            f"{k} {v:.3f}s" for k, v in row.items())
+            + f"; corpus ratios sha1 {row['datasketch-sha1'] / row['corpus']:.2f}x,"
             f" xxh3 {row['datasketch-xxh3'] / row['corpus']:.2f}x")
 
     # where our time goes (best of rounds per stage)
@@ -210,11 +287,13 @@ def main() -> None:
     for _ in range(args.rounds):
         st, nsh = stages(texts)
         st_best = st if st_best is None else {k: min(v, st_best[k]) for k, v in st.items()}
-    tot = sum(st_best.values())
+    used = ["tokenize+spans"] + ([k for k in st_best if "numba" in k] or [k for k in st_best if "numpy" in k])
+    tot = sum(st_best[k] for k in used)
     print()
-    print(f"where corpus time goes ({nsh} shingles, {nsh / len(texts):.0f} per doc):")
+    print(f"where corpus time goes ({nsh} shingles, {nsh / len(texts):.0f} per doc; % of the path in use):")
     for k, v in st_best.items():
-        print(f"  {k:20s} {v:7.3f}s  {100 * v / tot:5.1f}%  {1e9 * v / nsh:6.1f} ns/shingle")
+        pct = f"{100 * v / tot:5.1f}%" if k in used else "     -"
+        print(f"  {k:26s} {v:7.3f}s  {pct}  {1e9 * v / nsh:6.1f} ns/shingle")
     # datasketch-xxh3 side split: shingling vs MinHash.bulk
     t0 = time.perf_counter()
     sh = [idiomatic_shingles(t) for t in texts]
@@ -222,7 +301,7 @@ def main() -> None:
     datasketch.MinHash.bulk(sh, num_perm=NUM_PERM, seed=SEED, hashfunc=xxh)
     t2 = time.perf_counter()
     print(f"datasketch-xxh3 split: shingling {t1 - t0:.3f}s, MinHash.bulk {t2 - t1:.3f}s "
-          f"(ours without shingling: {st_best['hash (xxh3, numpy)'] + st_best['permute+min']:.3f}s)")
+          f"(ours without shingling: {sum(st_best[k] for k in used[1:]):.3f}s)")
 
 
 if __name__ == "__main__":

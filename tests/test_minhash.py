@@ -55,6 +55,20 @@ def _corpus() -> list[str]:
     return texts
 
 
+@pytest.fixture
+def kernel_path():
+    """Select the signature path ("numba" kernel or "numpy"); skips "numba" without numba."""
+
+    def select(path: str) -> None:
+        if path == "numba" and mh._numba is None:
+            pytest.skip("numba not installed")
+        mh.use_numba(path == "numba")
+        assert (mh.numba_kernel() is not None) == (path == "numba")
+
+    yield select
+    mh.use_numba(True)
+
+
 @pytest.mark.parametrize(
     "policy",
     [
@@ -70,7 +84,9 @@ def _corpus() -> list[str]:
     ],
     ids=lambda p: f"{p.shingles.unit}{p.shingles.size}-{p.hash_function}-{p.scheme}-{p.num_perm}-{p.seed}",
 )
-def test_bit_identical_to_datasketch(policy):
+@pytest.mark.parametrize("path", ["numba", "numpy"])
+def test_bit_identical_to_datasketch(policy, path, kernel_path):
+    kernel_path(path)
     texts = _corpus()
     sigs = signatures(texts, policy)
     assert sigs.shape == (len(texts), policy.num_perm)
@@ -245,3 +261,54 @@ def test_unicode_whitespace_detection_is_complete():
         # and the vectorized batch path agrees with the one-text path
         sig = signatures(["x y", text, "z"], MinHashPolicy(num_perm=8, shingles=ShinglePolicy(size=2)))
         assert np.array_equal(sig[1], signatures(["alpha beta gamma"], MinHashPolicy(num_perm=8, shingles=ShinglePolicy(size=2)))[0])
+
+
+@pytest.mark.parametrize("scheme", ["affine32", "legacy"])
+@pytest.mark.parametrize("fn", ["xxh3_64_low32", "sha1_32"])
+def test_numba_kernel_equals_numpy_path_on_every_span_length(scheme, fn):
+    """The compiled kernel against the numpy hash + permutation path, span by span: every length
+    0..300 (0 and > 240 take the library's XXH3), random bytes, one document per span and also
+    several spans per document, unaligned starts."""
+    pytest.importorskip("numba")
+    kernel = mh.numba_kernel()
+    assert kernel is not None
+    rng = random.Random(5)
+    blobs = [bytes(rng.getrandbits(8) for _ in range(n)) for n in range(0, 301) for _ in range(2)]
+    lens = np.array([len(b) for b in blobs], dtype=np.int64)
+    ends = np.cumsum(lens) + 3  # unaligned start of the first span
+    starts = ends - lens
+    buf = b"xyz" + b"".join(blobs)
+    policy = MinHashPolicy(num_perm=32, seed=11, scheme=scheme, hash_function=fn)
+    hv = mh._hash_spans(buf, starts, ends, fn)
+    assert hv.tolist() == [datasketch_hashfunc(fn)(b) for b in blobs]
+    for doc in (np.arange(len(blobs), dtype=np.int64), np.arange(len(blobs), dtype=np.int64) // 7):
+        ndoc = int(doc[-1]) + 1
+        want = np.full((ndoc, 32), mh._empty_value(policy), dtype=mh.signature_dtype(policy))
+        got = want.copy()
+        mh._min_hash_rows(hv, doc, want, policy)
+        mh._min_hash_rows_numba(kernel, buf, starts, ends, doc, got, policy)
+        assert np.array_equal(got, want)
+    # the last pass grouped 7 spans per document: those rows equal datasketch's
+    for d in (0, 20, 42, ndoc - 1):
+        m = MinHash(num_perm=32, seed=11, hashfunc=datasketch_hashfunc(fn), scheme=scheme)
+        m.update_batch(blobs[7 * d : 7 * d + 7])
+        assert np.array_equal(got[d], m.hashvalues)
+
+
+def test_numba_and_numpy_paths_agree_on_signatures(kernel_path):
+    texts = _corpus() * 3 + ["w" * 500 + " short words after a very long token here"]
+    for policy in (MinHashPolicy(), MinHashPolicy(scheme="legacy", num_perm=64),
+                   MinHashPolicy(shingles=ShinglePolicy(unit="char", size=9), num_perm=16)):
+        kernel_path("numba")
+        fast = signatures(texts, policy, batch_bytes=3000)
+        kernel_path("numpy")
+        slow = signatures(texts, policy, batch_bytes=3000)
+        assert np.array_equal(fast, slow)
+
+
+def test_numpy_fallback_when_numba_is_missing(monkeypatch):
+    texts = _corpus()
+    want = signatures(texts, MinHashPolicy())
+    monkeypatch.setattr(mh, "_numba", None)  # as if `import numba` had failed
+    assert mh.numba_kernel() is None
+    assert np.array_equal(signatures(texts, MinHashPolicy()), want)
