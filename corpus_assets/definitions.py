@@ -7,6 +7,8 @@ from corpus_assets.canonical_records import canonical_records
 from corpus_assets.curated_records import curated_records
 from corpus_assets.dedup_clusters import dedup_clusters
 from corpus_assets.minhash_signatures import minhash_signatures
+from corpus_assets.splits_asset import splits_asset
+from corpus_assets.tokenizer_asset import tokenizer_asset
 from corpus_assets.eval_registry import eval_registry
 from corpus_assets.domain.settings import corpus_home
 from corpus_assets.raw_snapshot import raw_snapshot
@@ -24,7 +26,8 @@ from sensors.release_specs import release_specs_sensor
 def build_definitions() -> dg.Definitions:
     sources = SourcesResource()
     return dg.Definitions(
-        assets=[raw_snapshot, canonical_records, eval_registry, curated_records, minhash_signatures, dedup_clusters, *load_sql_assets()],
+        assets=[raw_snapshot, canonical_records, eval_registry, curated_records, minhash_signatures, dedup_clusters, splits_asset, tokenizer_asset,
+                *load_sql_assets()],
         jobs=[snapshot_job, registry_job, release_job, reports_job],
         schedules=build_capture_schedules(sources.load()),
         sensors=[release_specs_sensor],

@@ -117,6 +117,13 @@ def run_demo(port: int | None = None, echo=print) -> dict:
         f"release demo: {dedup['records']} curated records -> {dedup['kept']} kept after dedup "
         f"({dedup['exact']['duplicates_removed']} exact, {dedup['near_removed']} near duplicates removed)"
     )
+    split_report = store.require_current("splits", "demo").manifest["report"]
+    echo("release demo splits: " + ", ".join(
+        f"{name} {r['records']} records ({r['record_share']:.0%} vs target {r['target']:.0%})"
+        for name, r in split_report["splits"].items()))
+    tok = store.require_current("tokenizer", "demo").manifest
+    echo(f"release demo tokenizer: {tok['tokenizer_digest'][:16]} (vocab {tok['vocab_size']}, "
+         f"trained on {tok.get('training_records', 0)} training-split records)")
     echo("")
     echo(f"data root (CORPUS_HOME): {home}")
     echo(f"  raw snapshots:     {store.layers_root / RAW_ASSET}  (owner-only)")
@@ -125,8 +132,10 @@ def run_demo(port: int | None = None, echo=print) -> dict:
     echo(f"  eval registry:     {store.layers_root / 'eval_registry'}  (owner-only)")
     echo(f"  signatures:        {store.layers_root / 'minhash_signatures'}")
     echo(f"  dedup clusters:    {store.layers_root / 'dedup_clusters' / 'demo'}")
+    echo(f"  splits, tokenizer: {store.layers_root / 'splits' / 'demo'}, {store.layers_root / 'tokenizer' / 'demo'}")
     echo(f"  SQL reports:       {store.layers_root}/{{stage_accounting,curation_retention,contamination_summary}}")
     echo(f"  catalog:           {home / 'catalog.duckdb'}")
     echo(f"Dagster home:        {dagster_home}")
     echo("Open the UI: make ui  (then http://127.0.0.1:3000)")
-    return {"snapshots": rows, "curated": curated, "skipped": skipped, "home": str(home), "dedup": dedup}
+    return {"snapshots": rows, "curated": curated, "skipped": skipped, "home": str(home), "dedup": dedup,
+            "splits": split_report, "tokenizer": tok}

@@ -6,6 +6,8 @@ from corpus_assets.canonical_records import canonical_records
 from corpus_assets.curated_records import curated_records
 from corpus_assets.dedup_clusters import dedup_clusters
 from corpus_assets.minhash_signatures import minhash_signatures
+from corpus_assets.splits_asset import splits_asset
+from corpus_assets.tokenizer_asset import tokenizer_asset
 from corpus_assets.eval_registry import eval_registry
 from corpus_assets.raw_snapshot import raw_snapshot
 
@@ -23,8 +25,8 @@ registry_job = dg.define_asset_job(
 
 release_job = dg.define_asset_job(
     "release_job",
-    selection=dg.AssetSelection.assets(dedup_clusters),
-    description="Build the release-level layers of one release partition (today: dedup clusters).",
+    selection=dg.AssetSelection.assets(dedup_clusters, splits_asset, tokenizer_asset),
+    description="Build the release-level layers of one release partition: dedup clusters, splits, tokenizer.",
 )
 
 reports_job = dg.define_asset_job(

@@ -5,9 +5,16 @@ from datetime import datetime, timedelta, timezone
 
 import dagster as dg
 
+from pathlib import Path
+
 from conftest import write_sources
 from corpus_assets.domain.keys import snapshot_key
 from corpus_assets.domain.layer_store import LayerStore
+
+FIXTURE_TOKENIZER = Path(__file__).resolve().parent / "data" / "tokenizer" / "tiny_bpe.json"
+TOKENIZER_SPEC = (
+    f"tokenizer: {{path: '{FIXTURE_TOKENIZER}', special_tokens: ['<|endoftext|>', '<|pad|>'], eos_token: '<|endoftext|>'}}\n"
+)
 
 BASE = (
     "The garbage collector in CPython complements reference counting by finding reference cycles. "
@@ -59,7 +66,10 @@ sources:
 """)
     rel = tmp_path / "releases"
     rel.mkdir()
-    (rel / "r1.yaml").write_text("name: r1\nsnapshots: {sources: [site_a, site_b]}\ndedup: {lsh: {threshold: 0.8}}\n")
+    (rel / "r1.yaml").write_text(
+        "name: r1\nsnapshots: {sources: [site_a, site_b]}\ndedup: {lsh: {threshold: 0.8}}\n"
+        "split: {fractions: [0.5, 0.25, 0.25]}\n" + TOKENIZER_SPEC
+    )
     monkeypatch.setenv("CORPUS_RELEASES", str(rel))
     from corpus_assets.definitions import build_definitions
 
@@ -93,6 +103,17 @@ sources:
     assert mat.metadata["exact_duplicates"].value == 1 and mat.metadata["near_duplicates"].value == 1
     assert "site_a:gc" in mat.metadata["largest_clusters"].value
     assert mat.metadata["capped_buckets"].value == 0 and "pairs_before_cap" in mat.metadata["lsh_buckets"].value
+    # splits: the three GC texts form one leakage group, so they share one split
+    store = LayerStore(corpus_env)
+    assignments = {r["record_id"]: r for r in store.require_current("splits", "r1").read_table("assignments").to_pylist()}
+    assert len({assignments[k]["split"] for k in ("site_a:gc", "site_b:gc-copy", "site_b:gc-edit")}) == 1
+    assert len({assignments[k]["group_key"] for k in ("site_a:gc", "site_b:gc-copy", "site_b:gc-edit")}) == 1
+    assert all(r["split"] in {"train", "validation", "test"} for r in assignments.values())
+    # tokenizer: loaded from a tokenizer.json, frozen by its digest
+    tok = store.require_current("tokenizer", "r1")
+    assert tok.manifest["vocab_size"] == 300 and tok.manifest["loaded_from"] == str(FIXTURE_TOKENIZER)
+    tmat = result.asset_materializations_for_node("tokenizer")[0]
+    assert tmat.metadata["tokenizer_digest"].value == tok.manifest["tokenizer_digest"]
 
 
 def _setup_two_sources(tmp_path, monkeypatch):
@@ -108,7 +129,10 @@ def _setup_two_sources(tmp_path, monkeypatch):
     write_sources(tmp_path / "sources.yaml", body)
     rel = tmp_path / "releases"
     rel.mkdir(exist_ok=True)
-    (rel / "r1.yaml").write_text("name: r1\nsnapshots: {sources: [site_a, site_b]}\ndedup: {lsh: {threshold: 0.8, bands: 20, rows: 5}}\n")
+    (rel / "r1.yaml").write_text(
+        "name: r1\nsnapshots: {sources: [site_a, site_b]}\ndedup: {lsh: {threshold: 0.8, bands: 20, rows: 5}}\n"
+        + TOKENIZER_SPEC
+    )
     monkeypatch.setenv("CORPUS_RELEASES", str(rel))
 
 

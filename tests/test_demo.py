@@ -33,6 +33,12 @@ def test_demo_end_to_end_and_incremental_rerun(corpus_env, monkeypatch):
     assert (clusters["demo_sharegpt:sg-006"]["kind"], clusters["demo_sharegpt:sg-006"]["representative_id"]) == ("exact", "demo_chat:chat-0002")
     assert (clusters["demo_sharegpt:sg-007"]["kind"], clusters["demo_sharegpt:sg-007"]["representative_id"]) == ("near", "demo_chat:chat-0002")
     assert summary["dedup"]["exact"]["duplicates_removed"] >= 1 and summary["dedup"]["near_removed"] >= 1
+    # splits cover every record; the tokenizer learned from the kept training-split records only
+    assignments = LayerStore(corpus_env).require_current("splits", "demo").read_table("assignments").to_pylist()
+    assert {r["split"] for r in assignments} <= {"train", "validation", "test"} and len(assignments) == summary["dedup"]["records"]
+    train_kept = sum(1 for r in assignments if r["kept"] and r["split"] == "train")
+    assert summary["tokenizer"]["training_records"] == train_kept > 0
+    assert "release demo tokenizer" in text
     assert str(corpus_env) in text and "canonical_records" in text
     store = LayerStore(corpus_env)
     assert store.require_current("stage_accounting", "_all").row_count("result") > 0

@@ -80,6 +80,8 @@ class ReleaseSpec(BaseModel):
     description: str = ""
     snapshots: SnapshotSelection
     dedup: dict = Field(default_factory=dict, description="dedup policy; validated by the dedup layer")
+    split: dict = Field(default_factory=dict, description="split policy; validated by splits.SplitPolicy")
+    tokenizer: dict = Field(default_factory=dict, description="tokenizer: a tokenizer.json path or BPE training; tokenizer.TokenizerSpec")
 
     @field_validator("name")
     @classmethod

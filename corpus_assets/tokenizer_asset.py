@@ -1,0 +1,49 @@
+"""tokenizer: the release's frozen tokenizer, named by its digest."""
+
+from pathlib import Path
+
+import dagster as dg
+
+from corpus_assets.domain.config_files import validate
+from corpus_assets.domain.release_layers import SPLITS_ASSET, RELEASE_LAYERS_CODE_VERSION, build_tokenizer
+from corpus_assets.domain.tokenizer import TokenizerSpec
+from corpus_assets.metadata import version_metadata
+from corpus_assets.partitions import releases_partitions
+from corpus_assets.splits_asset import splits_asset
+from resources.releases import ReleasesResource
+from resources.storage import StorageResource
+
+
+@dg.asset(
+    name="tokenizer",
+    partitions_def=releases_partitions,
+    deps=[splits_asset],
+    group_name="splits_tokens",
+    kinds={"python", "parquet"},
+    owners=["team:corpus"],
+    code_version=RELEASE_LAYERS_CODE_VERSION,
+    description=(
+        "The release's frozen tokenizer: a HuggingFace tokenizer.json loaded from a path, or byte-level "
+        "BPE trained on the training split only (never on validation or test). Identified by the digest "
+        "of tokenizer.json + special tokens + chat template version + EOS."
+    ),
+)
+def tokenizer_asset(context: dg.AssetExecutionContext, storage: StorageResource, releases: ReleasesResource) -> dg.MaterializeResult:
+    name = context.partition_key
+    spec = validate(TokenizerSpec, releases.spec(name).tokenizer, f"releases/{name}.yaml: tokenizer")
+    store = storage.store()
+    version, frozen = build_tokenizer(
+        store, name, spec, splits=store.require_current(SPLITS_ASSET, name), base_dir=Path(releases.folder)
+    )
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(frozen.digest),
+        metadata={
+            "tokenizer_digest": frozen.digest,
+            "vocab_size": dg.MetadataValue.int(frozen.vocab_size),
+            "eos_token": spec.eos_token,
+            "eos_id": dg.MetadataValue.int(frozen.eos_id),
+            "chat_template_version": spec.chat_template_version,
+            "origin": "trained on the training split" if spec.train is not None else f"loaded from {spec.path}",
+            **version_metadata(version),
+        },
+    )
