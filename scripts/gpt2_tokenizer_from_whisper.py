@@ -29,6 +29,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from corpus_assets.domain.tokenizer import gpt2_bytes_to_unicode
+
 WHISPER_VERSION = "20250625"
 ASSET = "whisper/assets/gpt2.tiktoken"
 R50K_URL = "https://openaipublic.blob.core.windows.net/encodings/r50k_base.tiktoken"
@@ -66,19 +68,6 @@ SAMPLE_TEXTS = [
 ]
 
 
-def bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's reversible byte -> printable unicode character map."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {b: chr(c) for b, c in zip(bs, cs)}
-
-
 def read_tiktoken_ranks(data: bytes) -> dict[bytes, int]:
     ranks: dict[bytes, int] = {}
     for line in data.splitlines():
@@ -107,7 +96,7 @@ def tiktoken_to_tokenizer_json(data: bytes) -> str:
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
 
     ranks = read_tiktoken_ranks(data)
-    b2u = bytes_to_unicode()
+    b2u = gpt2_bytes_to_unicode()
     enc = lambda b: "".join(b2u[x] for x in b)  # noqa: E731
     vocab = {enc(tok): rank for tok, rank in ranks.items()}
     if len(vocab) != len(ranks) or sorted(ranks.values()) != list(range(len(ranks))):

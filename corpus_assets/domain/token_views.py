@@ -66,7 +66,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tokenizers import Tokenizer
 
 from corpus_assets.domain.records import Message, Record, record_digest
-from corpus_assets.domain.tokenizer import FrozenTokenizer
+from corpus_assets.domain.tokenizer import FrozenTokenizer, gpt2_bytes_to_unicode
 
 __all__ = [
     "TOKEN_VIEWS_CODE_VERSION",
@@ -298,19 +298,6 @@ class Rejected:
 _ENCODERS: dict[str, tuple[Tokenizer, Optional[np.ndarray]]] = {}
 
 
-def _byte_to_unicode() -> dict[int, str]:
-    """GPT-2's byte <-> printable character table (the ByteLevel pre-tokenizer's alphabet)."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, (chr(c) for c in cs)))
-
-
 def _byte_lengths(tokenizer_json: str) -> Optional[np.ndarray]:
     """Bytes per token id when offsets can be derived from ids alone: byte-level BPE with no
     normalizer, a ByteLevel pre-tokenizer without prefix space, and no non-special added tokens
@@ -324,7 +311,7 @@ def _byte_lengths(tokenizer_json: str) -> Optional[np.ndarray]:
         return None
     if any(not t.get("special") for t in d.get("added_tokens") or []):
         return None
-    alphabet = set(_byte_to_unicode().values())
+    alphabet = set(gpt2_bytes_to_unicode().values())
     vocab: dict[str, int] = model.get("vocab") or {}
     size = max([*vocab.values(), *(t["id"] for t in d.get("added_tokens") or [])], default=-1) + 1
     lengths = np.zeros(size, dtype=np.int64)

@@ -89,6 +89,19 @@ class TokenizerSpec(BaseModel):
         return self
 
 
+def gpt2_bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible byte -> printable character table (the ByteLevel pre-tokenizer's alphabet)."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}
+
+
 def tokenizer_digest(
     tokenizer_json: str,
     special_tokens: Sequence[str],
