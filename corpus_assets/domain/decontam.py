@@ -672,6 +672,21 @@ class DecontamDecision:
 _SAMPLE_LIMIT = 50
 
 
+def _method_fields(config: DecontamConfig) -> dict:
+    """The report fields that describe how checking was done (same for every report of a config)."""
+    return {
+        "code_version": DECONTAM_CODE_VERSION,
+        "normalization": NORMALIZATION_DESCRIPTION,
+        "n": config.n,
+        "short_n": config.short_n,
+        "short_item_tokens": config.short_item_tokens,
+        "tau": config.tau,
+        "max_ngram_item_frequency": config.max_ngram_item_frequency,
+        "action": config.action,
+        "fields": list(config.fields),
+    }
+
+
 @dataclass
 class ContaminationReport:
     """What was checked and how, and what was found. Never a statement that data is free of
@@ -708,20 +723,11 @@ class ContaminationReport:
 
     @classmethod
     def for_index(cls, index: ContaminationIndex) -> "ContaminationReport":
-        c = index.config
         return cls(
-            enabled=c.enabled,
-            code_version=DECONTAM_CODE_VERSION,
+            enabled=index.config.enabled,
             policy_version=index.policy_version,
             registry_digest=index.registry_digest,
-            normalization=NORMALIZATION_DESCRIPTION,
-            n=c.n,
-            short_n=c.short_n,
-            short_item_tokens=c.short_item_tokens,
-            tau=c.tau,
-            max_ngram_item_frequency=c.max_ngram_item_frequency,
-            action=c.action,
-            fields=list(c.fields),
+            **_method_fields(index.config),
             suppressed_ngrams=index.suppressed_ngrams(),
             registry_items_per_benchmark=dict(index._registry_items_per_benchmark),
             units=index.unit_summary(),
@@ -732,17 +738,9 @@ class ContaminationReport:
         digest = registry.digest if registry is not None else ""
         return cls(
             enabled=False,
-            code_version=DECONTAM_CODE_VERSION,
             policy_version=decontam_policy_version(config, digest),
             registry_digest=digest,
-            normalization=NORMALIZATION_DESCRIPTION,
-            n=config.n,
-            short_n=config.short_n,
-            short_item_tokens=config.short_item_tokens,
-            tau=config.tau,
-            max_ngram_item_frequency=config.max_ngram_item_frequency,
-            action=config.action,
-            fields=list(config.fields),
+            **_method_fields(config),
             suppressed_ngrams={},
             registry_items_per_benchmark=registry.benchmarks() if registry is not None else {},
             units={},
