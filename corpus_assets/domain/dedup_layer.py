@@ -29,7 +29,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from corpus_assets.domain.config_files import read_yaml, validate
-from corpus_assets.domain.exact_dedup import alias_rows, exact_groups, exact_summary
+from corpus_assets.domain.exact_dedup import ExactGroup, alias_rows, exact_groups, exact_summary
 from corpus_assets.domain.hashing import canonical_digest, dedup_normal_form
 from corpus_assets.domain.keys import parse_snapshot_key
 from corpus_assets.domain.layer_store import LayerStore, LayerVersion, TableSpec
@@ -158,13 +158,16 @@ class DedupSummary:
 
 
 def _load_release_records(store: LayerStore, snapshots: list[str]):
-    """Records of the release (latest snapshot wins per record id), with texts and signatures."""
+    """Records of the release (latest snapshot wins per record id), with texts and signatures, and
+    the content digest of each snapshot's signatures version."""
     rows: dict[str, dict] = {}
+    sig_digests: dict[str, str] = {}
     superseded: list[dict] = []
     dtype = None
     # oldest first, so a later snapshot replaces an earlier copy of the same record id
     for snap in sorted(snapshots, key=lambda k: (parse_snapshot_key(k)[1], k)):
         sig_v = store.require_current(SIGNATURES_ASSET, snap)
+        sig_digests[snap] = sig_v.content_digest
         cur_v = store.require_current(CURATED_ASSET, snap)
         dtype = sig_v.manifest.get("signature_dtype") or dtype
         texts = {}
@@ -179,7 +182,7 @@ def _load_release_records(store: LayerStore, snapshots: list[str]):
                     superseded.append({"record_id": r["record_id"], "snapshot": old["snapshot"], "superseded_by": snap})
                 rows[r["record_id"]] = r
     ordered = [rows[k] for k in sorted(rows)]
-    return ordered, superseded, dtype
+    return ordered, superseded, dtype, dict(sorted(sig_digests.items()))
 
 
 def _eligible(governance_json: str) -> bool:
@@ -198,7 +201,7 @@ def build_dedup(
     log: Optional[Callable[[str], None]] = None,
 ) -> DedupSummary:
     started = time.monotonic()
-    rows, superseded, dtype = _load_release_records(store, snapshots)
+    rows, superseded, dtype, sig_digests = _load_release_records(store, snapshots)
     n = len(rows)
     ids = [r["record_id"] for r in rows]
     sources = [r["source_id"] for r in rows]
@@ -211,8 +214,6 @@ def build_dedup(
     if policy.exact:
         groups = exact_groups([r["dedup_key"] for r in rows], lambda i: normal[i].encode("utf-8"), order_keys)
     else:
-        from corpus_assets.domain.exact_dedup import ExactGroup
-
         groups = [ExactGroup(r["dedup_key"], i, (i,)) for i, r in enumerate(rows)]
     reps = sorted(g.representative for g in groups)
     exact_rep = np.arange(n)
@@ -274,7 +275,7 @@ def build_dedup(
     build_spec = {
         "code_version": DEDUP_CODE_VERSION,
         "snapshots": sorted(snapshots),
-        "signatures": {s: store.require_current(SIGNATURES_ASSET, s).content_digest for s in sorted(snapshots)},
+        "signatures": sig_digests,
         "policy": policy.model_dump(mode="json"),
         "lsh": result.policy,
         "minhash_policy": minhash_policy_version(minhash),
