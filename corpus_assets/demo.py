@@ -124,6 +124,10 @@ def run_demo(port: int | None = None, echo=print) -> dict:
     tok = store.require_current("tokenizer", "demo").manifest
     echo(f"release demo tokenizer: {tok['tokenizer_digest'][:16]} (vocab {tok['vocab_size']}, "
          f"trained on {tok.get('training_records', 0)} training-split records)")
+    tv = store.require_current("token_views", "demo").manifest["report"]
+    echo(f"release demo token views: {tv['views']} views, {tv['tokens']} tokens, label-token rate "
+         f"{tv['label_token_rate']:.1%}; " + ", ".join(f"{s} {r['tokens']} tokens" for s, r in tv["splits"].items())
+         + (f"; rejected {tv['rejected']}" if tv["rejected"] else ""))
     echo("")
     echo(f"data root (CORPUS_HOME): {home}")
     echo(f"  raw snapshots:     {store.layers_root / RAW_ASSET}  (owner-only)")
@@ -133,9 +137,10 @@ def run_demo(port: int | None = None, echo=print) -> dict:
     echo(f"  signatures:        {store.layers_root / 'minhash_signatures'}")
     echo(f"  dedup clusters:    {store.layers_root / 'dedup_clusters' / 'demo'}")
     echo(f"  splits, tokenizer: {store.layers_root / 'splits' / 'demo'}, {store.layers_root / 'tokenizer' / 'demo'}")
+    echo(f"  token views:       {store.layers_root / 'token_views' / 'demo'}")
     echo(f"  SQL reports:       {store.layers_root}/{{stage_accounting,curation_retention,contamination_summary}}")
     echo(f"  catalog:           {home / 'catalog.duckdb'}")
     echo(f"Dagster home:        {dagster_home}")
     echo("Open the UI: make ui  (then http://127.0.0.1:3000)")
     return {"snapshots": rows, "curated": curated, "skipped": skipped, "home": str(home), "dedup": dedup,
-            "splits": split_report, "tokenizer": tok}
+            "splits": split_report, "tokenizer": tok, "token_views": tv}

@@ -8,6 +8,7 @@ from corpus_assets.dedup_clusters import dedup_clusters
 from corpus_assets.minhash_signatures import minhash_signatures
 from corpus_assets.splits_asset import splits_asset
 from corpus_assets.tokenizer_asset import tokenizer_asset
+from corpus_assets.token_views_asset import token_views_asset
 from corpus_assets.eval_registry import eval_registry
 from corpus_assets.raw_snapshot import raw_snapshot
 
@@ -25,8 +26,8 @@ registry_job = dg.define_asset_job(
 
 release_job = dg.define_asset_job(
     "release_job",
-    selection=dg.AssetSelection.assets(dedup_clusters, splits_asset, tokenizer_asset),
-    description="Build the release-level layers of one release partition: dedup clusters, splits, tokenizer.",
+    selection=dg.AssetSelection.assets(dedup_clusters, splits_asset, tokenizer_asset, token_views_asset),
+    description="Build the release-level layers of one release partition: dedup clusters, splits, tokenizer, token views.",
 )
 
 reports_job = dg.define_asset_job(

@@ -248,3 +248,14 @@ def test_gpt2_merge_reconstruction_on_a_toy_rank_table():
     ranks = conv.read_tiktoken_ranks(data)
     assert conv._bpe(ranks, b"abcd", ranks[b"abcd"]) == [b"abc", b"d"]
     assert conv._bpe(ranks, b"abc", ranks[b"abc"]) == [b"ab", b"c"]
+
+
+def test_stored_tokenizer_thaws_to_the_same_digest_and_refuses_a_changed_one(trained):
+    from corpus_assets.domain.tokenizer import thaw_tokenizer
+
+    again = thaw_tokenizer(trained.to_json(), trained.spec, expected_digest=trained.digest)
+    assert again.digest == trained.digest and again.encode("def f(x): pass") == trained.encode("def f(x): pass")
+    d = json.loads(trained.to_json())
+    d["model"]["vocab"]["zzz-not-a-token"] = len(d["model"]["vocab"]) + 50
+    with pytest.raises(ValueError, match="does not match the recorded"):
+        thaw_tokenizer(json.dumps(d), trained.spec, expected_digest=trained.digest)

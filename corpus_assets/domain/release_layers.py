@@ -125,5 +125,6 @@ def build_tokenizer(
     with store.new_version(TOKENIZER_ASSET, release, TOKENIZER_TABLES, build) as w:
         w.write("tokenizer", [{"digest": frozen.digest, "tokenizer_json": frozen.to_json()}])
         version = w.commit(extra_manifest={"tokenizer_digest": frozen.digest, "vocab_size": frozen.vocab_size,
-                                           "eos_id": frozen.eos_id, **origin})
+                                           "eos_id": frozen.eos_id, **origin,
+                                           "tokenizer_spec": spec.model_dump(mode="json")})
     return version, frozen

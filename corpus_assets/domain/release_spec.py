@@ -82,6 +82,7 @@ class ReleaseSpec(BaseModel):
     dedup: dict = Field(default_factory=dict, description="dedup policy; validated by the dedup layer")
     split: dict = Field(default_factory=dict, description="split policy; validated by splits.SplitPolicy")
     tokenizer: dict = Field(default_factory=dict, description="tokenizer: a tokenizer.json path or BPE training; tokenizer.TokenizerSpec")
+    token_views: dict = Field(default_factory=dict, description="chat template and label policy; token_views.TokenViewPolicy")
 
     @field_validator("name")
     @classmethod

@@ -200,6 +200,19 @@ def load_tokenizer(spec: TokenizerSpec, *, base_dir: Path | str | None = None) -
     return _freeze(tokenizer, spec, path)
 
 
+def thaw_tokenizer(tokenizer_json: str, spec: TokenizerSpec, *, expected_digest: str) -> FrozenTokenizer:
+    """Re-freeze a stored tokenizer.json with the spec it was frozen with; refuses (ValueError) if
+    the digest differs from ``expected_digest`` — a stored tokenizer that changed is never used."""
+    try:
+        tokenizer = Tokenizer.from_str(tokenizer_json)
+    except Exception as exc:
+        raise TokenizerLoadError("<stored>", f"not a HuggingFace tokenizer.json ({exc})") from None
+    frozen = _freeze(tokenizer, spec, "<stored>")
+    if frozen.digest != expected_digest:
+        raise ValueError(f"stored tokenizer digest {frozen.digest} does not match the recorded {expected_digest}")
+    return frozen
+
+
 def new_byte_level_bpe() -> Tokenizer:
     """An empty byte-level BPE tokenizer: GPT-2 pre-tokenization regex, no prefix space, no
     normalizer, ByteLevel decoder (decode(encode(text)) == text)."""

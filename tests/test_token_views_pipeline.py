@@ -1,0 +1,286 @@
+"""token_views through Dagster: every kept record tokenized, UI metadata, reuse across releases,
+determinism, and bad release input that fails clearly or becomes a reason code."""
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from conftest import write_sources
+from corpus_assets.domain.keys import snapshot_key
+from corpus_assets.domain.layer_store import LayerStore
+
+FIXTURE_TOKENIZER = Path(__file__).resolve().parent / "data" / "tokenizer" / "tiny_bpe.json"
+TOKENIZER = f"tokenizer: {{path: '{FIXTURE_TOKENIZER}', special_tokens: ['<|endoftext|>', '<|pad|>'], eos_token: '<|endoftext|>'}}\n"
+EOS_ID = 0  # <|endoftext|> in the fixture tokenizer
+T0 = datetime(2026, 11, 29, 14, 0, tzinfo=timezone.utc)
+
+DOCS = {
+    "gc": (
+        "The garbage collector in CPython complements reference counting by finding reference cycles. "
+        "Objects that refer to each other in a loop never reach a reference count of zero, so the cycle "
+        "detector periodically walks the container objects of each generation, subtracts internal "
+        "references and frees whatever is unreachable from outside the group. Generations keep the cost "
+        "low because most objects die young, and the thresholds can be tuned with the gc module. Calling gc.collect() forces a full collection. "
+        "Debug flags print what the collector finds."
+    ),
+    "venv": (
+        "A virtual environment isolates the packages of one project from every other project on the same "
+        "machine. It holds its own interpreter link, its own site packages folder and its own scripts, so "
+        "installing a library for one application never changes what another application imports. Create "
+        "one with the venv module, activate it in the shell, and record the exact versions you depend on. "
+        "Delete the folder to start over. Never commit it to version control."
+    ),
+    "logging": (
+        "The logging module lets a library report what it is doing without deciding where the messages go. "
+        "Each module asks for a logger named after itself, and the application configures handlers once at "
+        "start up: a file for the operators, the console for developers, perhaps a network service for the "
+        "whole fleet. Levels filter the noise, and formatters add the time, the module and the line number. "
+        "Warnings go to stderr by default. Tests can capture the records and assert on them."
+    ),
+    "pathlib": (
+        "Paths are objects in modern Python code. The pathlib module joins parts with the slash operator, "
+        "reads and writes whole files with one call, lists a folder with glob patterns and resolves links. "
+        "Because a path knows whether it is absolute, scripts stop concatenating strings by hand and stop "
+        "breaking when they run on another operating system with a different separator between folders. "
+        "Temporary files still come from tempfile. Old code that uses os.path keeps working."
+    ),
+}
+ITERTOOLS = (
+    "Iterators are lazy. The itertools module builds new iterators out of old ones without materializing "
+    "anything: chain glues sequences end to end, islice takes a window, groupby collects runs of equal keys "
+    "and product walks every combination of several inputs. Because nothing is computed until a consumer "
+    "asks for the next item, pipelines of these helpers process files larger than memory. Recipes in the "
+    "documentation show how to batch, pairwise compare and round robin. Each helper is written in C."
+)
+CHATS = [
+    {"id": "c1", "messages": [
+        {"role": "system", "content": "You are a concise assistant for Python developers."},
+        {"role": "user", "content": "How do I read a file line by line without loading it all into memory?"},
+        {"role": "assistant", "content": "Iterate over the file object: it yields one line at a time, so memory stays bounded."}]},
+    {"id": "c2", "messages": [
+        {"role": "user", "content": "What is the difference between a list and a tuple?"},
+        {"role": "assistant", "content": "A list is mutable and a tuple is immutable; tuples can be dictionary keys."}]},
+]
+
+
+def _setup(tmp_path, monkeypatch, release_body: str, extra_docs=None):
+    for d in ("docs", "chat"):
+        (tmp_path / d).mkdir(exist_ok=True)
+    docs = dict(DOCS, **(extra_docs or {}))
+    (tmp_path / "docs" / "docs.jsonl").write_text("".join(json.dumps({"id": k, "text": v}) + "\n" for k, v in docs.items()))
+    (tmp_path / "chat" / "chat.jsonl").write_text("".join(json.dumps(c) + "\n" for c in CHATS))
+    gov = "governance: {license: CC0-1.0, rights_evidence: https://example.org/rights}"
+    write_sources(tmp_path / "sources.yaml", f"""
+sources:
+  - id: site_docs
+    kind: jsonl
+    root: {tmp_path / 'docs'}
+    include: ["*.jsonl"]
+    adapter: text_document
+    {gov}
+  - id: site_chat
+    kind: jsonl
+    root: {tmp_path / 'chat'}
+    include: ["*.jsonl"]
+    adapter: openai_messages
+    {gov}
+""")
+    rel = tmp_path / "releases"
+    rel.mkdir(exist_ok=True)
+    (rel / "r1.yaml").write_text("name: r1\nsnapshots: {sources: [site_docs, site_chat]}\n" + release_body)
+    monkeypatch.setenv("CORPUS_RELEASES", str(rel))
+    return rel
+
+
+def _snapshots(defs, instance, minute=0, sources=("site_docs", "site_chat")):
+    assert defs.resolve_job_def("registry_job").execute_in_process(instance=instance).success
+    for i, src in enumerate(sources):
+        key = snapshot_key(src, T0 + timedelta(minutes=minute + i))
+        instance.add_dynamic_partitions("snapshots", [key])
+        assert defs.resolve_job_def("snapshot_job").execute_in_process(instance=instance, partition_key=key).success
+
+
+def _release(defs, instance, name="r1", **kw):
+    instance.add_dynamic_partitions("releases", [name])
+    return defs.resolve_job_def("release_job").execute_in_process(instance=instance, partition_key=name, **kw)
+
+
+def _failure(result) -> str:
+    msgs = []
+    for ev in result.all_events:
+        if ev.event_type_value == "STEP_FAILURE":
+            error = ev.event_specific_data.error
+            while error is not None:
+                msgs.append(error.message)
+                error = error.cause
+    return "\n".join(msgs)
+
+
+def _views(home, name="r1"):
+    return LayerStore(home).require_current("token_views", name).read_table("views").to_pylist()
+
+
+def test_every_kept_record_gets_views_with_one_eos_and_assistant_only_loss(corpus_env, tmp_path, monkeypatch):
+    _setup(tmp_path, monkeypatch, "split: {fractions: [0.6, 0.2, 0.2]}\n" + TOKENIZER)
+    from corpus_assets.definitions import build_definitions
+
+    defs = build_definitions()
+    with dg.instance_for_test() as instance:
+        _snapshots(defs, instance)
+        result = _release(defs, instance)
+        assert result.success
+    store = LayerStore(corpus_env)
+    assignments = store.require_current("splits", "r1").read_table("assignments").to_pylist()
+    kept = {r["record_id"]: r["split"] for r in assignments if r["kept"]}
+    assert set(kept) == {f"site_docs:{k}" for k in DOCS} | {"site_chat:c1", "site_chat:c2"}
+    views = {v["record_id"]: v for v in _views(corpus_env)}
+    assert set(views) == set(kept)  # nothing lost
+    assert all(views[r]["split"] == s for r, s in kept.items())
+
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(FIXTURE_TOKENIZER))
+    for key, text in DOCS.items():
+        v = views[f"site_docs:{key}"]
+        assert v["input_ids"].count(EOS_ID) == 1 and v["input_ids"][-1] == EOS_ID
+        assert all(m == 1 for m in v["loss_mask"])  # documents: every token is a target, EOS included
+        assert tok.decode(v["input_ids"][:-1]) == text
+    chat = views["site_chat:c1"]
+    labelled = tok.decode([i for i, m in zip(chat["input_ids"], chat["loss_mask"]) if m and i != EOS_ID])
+    assert "Iterate over the file object" in labelled
+    assert "line by line" not in labelled and "concise assistant" not in labelled  # user / system never in the loss
+    assert chat["input_ids"].count(EOS_ID) == 1
+
+    mat = result.asset_materializations_for_node("token_views")[0]
+    md = mat.metadata
+    tokens = sum(v["n_tokens"] for v in views.values())
+    labels = sum(sum(v["loss_mask"]) for v in views.values())
+    assert md["tokens"].value == tokens and md["label_tokens"].value == labels
+    assert md["label_token_rate"].value == pytest.approx(labels / tokens, abs=1e-6)
+    assert md["vocab_size"].value == 300
+    assert md["tokenizer_digest"].value == store.require_current("tokenizer", "r1").manifest["tokenizer_digest"]
+    assert "site_docs" in md["tokens_per_source"].value and "site_chat" in md["tokens_per_source"].value
+    for split in set(kept.values()):
+        assert md[f"{split}_tokens"].value == sum(v["n_tokens"] for v in views.values() if v["split"] == split)
+        assert split in md["per_split"].value
+    checks = result.get_asset_check_evaluations()
+    assert [c.passed for c in checks if c.check_name == "token_views_accounting"] == [True]
+
+
+def test_record_over_max_tokens_gets_a_reason_code_and_nothing_else_is_lost(corpus_env, tmp_path, monkeypatch):
+    long_doc = ITERTOOLS + " " + DOCS["gc"].replace("garbage collector", "cycle finder")
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(FIXTURE_TOKENIZER))
+    limit = max(len(tok.encode(t, add_special_tokens=False).ids) for t in DOCS.values()) + 1  # + EOS
+    assert len(tok.encode(long_doc, add_special_tokens=False).ids) + 1 > limit
+    _setup(tmp_path, monkeypatch, "split: {fractions: [0.6, 0.2, 0.2]}\n" + TOKENIZER + f"token_views: {{max_tokens: {limit}}}\n",
+           extra_docs={"long": long_doc})
+    from corpus_assets.definitions import build_definitions
+
+    defs = build_definitions()
+    with dg.instance_for_test() as instance:
+        _snapshots(defs, instance)
+        result = _release(defs, instance)
+        assert result.success
+    v = LayerStore(corpus_env).require_current("token_views", "r1")
+    rejected = v.read_table("rejected").to_pylist()
+    assert [(r["record_id"], r["reason"]) for r in rejected] == [("site_docs:long", "token_views.too_long")]
+    assert f"> max_tokens {limit}" in rejected[0]["detail"]
+    assert {r["record_id"] for r in v.read_table("views").to_pylist()} == {f"site_docs:{k}" for k in DOCS} | {"site_chat:c1", "site_chat:c2"}
+    md = result.asset_materializations_for_node("token_views")[0].metadata
+    assert md["rejected"].value == 1 and md["rejected_by_reason"].value == {"token_views.too_long": 1}
+    assert [c.passed for c in result.get_asset_check_evaluations() if c.check_name == "token_views_accounting"] == [True]
+
+
+def test_second_release_tokenizes_only_new_records_and_reuse_never_changes_bytes(corpus_env, tmp_path, monkeypatch):
+    rel = _setup(tmp_path, monkeypatch, "split: {fractions: [0.6, 0.2, 0.2]}\n" + TOKENIZER)
+    from corpus_assets.definitions import build_definitions
+
+    defs = build_definitions()
+    with dg.instance_for_test() as instance:
+        _snapshots(defs, instance)
+        first = _release(defs, instance)
+        assert first.success
+        md1 = first.asset_materializations_for_node("token_views")[0].metadata
+        assert md1["reused_records"].value == 0 and md1["tokenized_records"].value == 6
+        # new documents arrive in a later snapshot of site_docs; r2 takes every snapshot
+        (tmp_path / "docs" / "docs.jsonl").write_text(
+            (tmp_path / "docs" / "docs.jsonl").read_text()
+            + json.dumps({"id": "itertools", "text": ITERTOOLS}) + "\n")
+        key = snapshot_key("site_docs", T0 + timedelta(hours=1))
+        instance.add_dynamic_partitions("snapshots", [key])
+        assert defs.resolve_job_def("snapshot_job").execute_in_process(instance=instance, partition_key=key).success
+        (rel / "r2.yaml").write_text("name: r2\nsnapshots: {sources: [site_docs, site_chat]}\n"
+                                     "split: {fractions: [0.6, 0.2, 0.2]}\n" + TOKENIZER)
+        second = _release(defs, instance, "r2")
+        assert second.success
+        md2 = second.asset_materializations_for_node("token_views")[0].metadata
+        # the later snapshot repeats the 4 earlier docs (exact duplicates: one representative each)
+        # and adds one new record: only that one is tokenized
+        assert md2["tokenized_records"].value == 1
+        assert md2["reused_records"].value == md2["records"].value - 1
+        cached = LayerStore(corpus_env).require_current("token_views", "r2")
+        # the same release without the cache gives the same bytes
+        fresh = _release(defs, instance, "r2", run_config={"ops": {"token_views": {"config": {"reuse": False}}}})
+        assert fresh.success
+        assert fresh.asset_materializations_for_node("token_views")[0].metadata["tokenized_records"].value == md2["records"].value
+    again = LayerStore(corpus_env).require_current("token_views", "r2")
+    assert again.content_digest == cached.content_digest
+    r1 = {v["record_id"]: v["input_ids"] for v in _views(corpus_env, "r1")}
+    r2 = {v["record_id"]: v["input_ids"] for v in _views(corpus_env, "r2")}
+    assert all(r2[k] == r1[k] for k in set(r1) & set(r2))
+
+
+def test_same_spec_and_inputs_give_identical_splits_tokenizer_and_views(corpus_env, tmp_path, monkeypatch):
+    _setup(tmp_path, monkeypatch, "split: {fractions: [0.6, 0.2, 0.2]}\n"
+           "tokenizer: {train: {vocab_size: 300, min_frequency: 1}}\n")
+    from corpus_assets.definitions import build_definitions
+
+    digests = []
+    for home in (corpus_env, tmp_path / "home_b"):
+        (home / "dagster").mkdir(parents=True, exist_ok=True)
+        monkeypatch.setenv("CORPUS_HOME", str(home))
+        monkeypatch.setenv("DAGSTER_HOME", str(home / "dagster"))
+        defs = build_definitions()
+        with dg.instance_for_test() as instance:
+            _snapshots(defs, instance)
+            assert _release(defs, instance, run_config={"ops": {"token_views": {"config": {"max_records": 2}}}}
+                            if home != corpus_env else None).success
+        store = LayerStore(home)
+        digests.append(tuple(store.require_current(a, "r1").content_digest for a in ("splits", "tokenizer", "token_views"))
+                       + (store.require_current("tokenizer", "r1").manifest["tokenizer_digest"],))
+    # a different batch size (2 records per encode_batch) in the second home: same bytes
+    assert digests[0] == digests[1]
+
+
+BAD_RELEASES = [
+    ("split: {fractions: [0.6, 0.5, -0.1]}\n" + TOKENIZER, "splits", "fractions"),
+    ("split: {boundaries: [0.5, 0.4, 1.0]}\n" + TOKENIZER, "splits", "boundaries"),
+    ("tokenizer: {path: /nonexistent/tokenizer.json}\n", "tokenizer", "/nonexistent/tokenizer.json: no such file"),
+    ("tokenizer: {path: BROKEN}\n", "tokenizer", "invalid JSON"),
+    (TOKENIZER + "token_views: {chat_template: chatml-9}\n", "token_views", "token_views: invalid configuration\n  chat_template: Input should be 'chatml-1'"),
+    (TOKENIZER + "token_views: {max_tokens: 0}\n", "token_views", "max_tokens: Input should be greater than or equal to 1"),
+]
+
+
+def test_bad_release_input_fails_the_right_step_with_a_clear_error(corpus_env, tmp_path, monkeypatch):
+    rel = _setup(tmp_path, monkeypatch, TOKENIZER)
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"model": ')
+    from corpus_assets.definitions import build_definitions
+
+    defs = build_definitions()
+    with dg.instance_for_test() as instance:
+        _snapshots(defs, instance)
+        for body, step, words in BAD_RELEASES:
+            (rel / "r1.yaml").write_text("name: r1\nsnapshots: {sources: [site_docs, site_chat]}\n"
+                                         + body.replace("BROKEN", str(broken)))
+            result = _release(defs, instance, raise_on_error=False)
+            assert not result.success
+            failed = [ev.step_key for ev in result.all_events if ev.event_type_value == "STEP_FAILURE"]
+            assert failed == [step], (body, failed)
+            assert words in _failure(result), (body, _failure(result))
