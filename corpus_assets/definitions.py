@@ -10,6 +10,8 @@ from corpus_assets.minhash_signatures import minhash_signatures
 from corpus_assets.splits_asset import splits_asset
 from corpus_assets.tokenizer_asset import tokenizer_asset
 from corpus_assets.token_views_asset import token_views_asset
+from corpus_assets.mixture_plan_asset import mixture_plan_asset
+from corpus_assets.packed_shards_asset import packed_shards_asset
 from corpus_assets.eval_registry import eval_registry
 from corpus_assets.domain.settings import corpus_home
 from corpus_assets.raw_snapshot import raw_snapshot
@@ -27,7 +29,7 @@ from sensors.release_specs import release_specs_sensor
 def build_definitions() -> dg.Definitions:
     sources = SourcesResource()
     return dg.Definitions(
-        assets=[raw_snapshot, canonical_records, eval_registry, curated_records, minhash_signatures, dedup_clusters, splits_asset, tokenizer_asset, token_views_asset,
+        assets=[raw_snapshot, canonical_records, eval_registry, curated_records, minhash_signatures, dedup_clusters, splits_asset, tokenizer_asset, token_views_asset, mixture_plan_asset, packed_shards_asset,
                 *load_sql_assets()],
         jobs=[snapshot_job, registry_job, release_job, reports_job],
         schedules=build_capture_schedules(sources.load()),

@@ -128,6 +128,15 @@ def run_demo(port: int | None = None, echo=print) -> dict:
     echo(f"release demo token views: {tv['views']} views, {tv['tokens']} tokens, label-token rate "
          f"{tv['label_token_rate']:.1%}; " + ", ".join(f"{s} {r['tokens']} tokens" for s, r in tv["splits"].items())
          + (f"; rejected {tv['rejected']}" if tv["rejected"] else ""))
+    mix = store.require_current("mixture_plan", "demo").manifest["report"]
+    echo(f"release demo mixture: {mix['draws']} draws ({mix['unit']}) over {len(mix['sources'])} sources; "
+         "effective epochs " + ", ".join(f"{s} {r['effective_epochs']:.1f}" for s, r in mix["sources"].items()))
+    for w in mix["warnings"]:
+        echo(f"  warning: {w}")
+    pk = store.require_current("packed_shards", "demo").manifest["report"]
+    echo(f"release demo packed shards (T={pk['seq_len']}): " + ", ".join(
+        f"{s} {r.get('blocks', 0)} blocks / {r.get('shards', 0)} shards, utilization {r.get('utilization', 0):.1%}, "
+        f"padding {r.get('padding', 0)}, label rate {r.get('label_rate', 0):.1%}" for s, r in pk["splits"].items()))
     echo("")
     echo(f"data root (CORPUS_HOME): {home}")
     echo(f"  raw snapshots:     {store.layers_root / RAW_ASSET}  (owner-only)")
@@ -138,9 +147,11 @@ def run_demo(port: int | None = None, echo=print) -> dict:
     echo(f"  dedup clusters:    {store.layers_root / 'dedup_clusters' / 'demo'}")
     echo(f"  splits, tokenizer: {store.layers_root / 'splits' / 'demo'}, {store.layers_root / 'tokenizer' / 'demo'}")
     echo(f"  token views:       {store.layers_root / 'token_views' / 'demo'}")
+    echo(f"  mixture plan:      {store.layers_root / 'mixture_plan' / 'demo'}")
+    echo(f"  packed shards:     {home / pk['shard_set']}  (Megatron .bin/.idx + sidecars + spans)")
     echo(f"  SQL reports:       {store.layers_root}/{{stage_accounting,curation_retention,contamination_summary}}")
     echo(f"  catalog:           {home / 'catalog.duckdb'}")
     echo(f"Dagster home:        {dagster_home}")
     echo("Open the UI: make ui  (then http://127.0.0.1:3000)")
     return {"snapshots": rows, "curated": curated, "skipped": skipped, "home": str(home), "dedup": dedup,
-            "splits": split_report, "tokenizer": tok, "token_views": tv}
+            "splits": split_report, "tokenizer": tok, "token_views": tv, "mixture": mix, "packed_shards": pk}

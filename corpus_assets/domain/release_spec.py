@@ -83,6 +83,9 @@ class ReleaseSpec(BaseModel):
     split: dict = Field(default_factory=dict, description="split policy; validated by splits.SplitPolicy")
     tokenizer: dict = Field(default_factory=dict, description="tokenizer: a tokenizer.json path or BPE training; tokenizer.TokenizerSpec")
     token_views: dict = Field(default_factory=dict, description="chat template and label policy; token_views.TokenViewPolicy")
+    mixture: Optional[dict] = Field(default=None, description="sampling plan of the training split; mixture.MixtureSpec (absent: natural distribution, read once)")
+    packing: dict = Field(default_factory=dict, description="block layout; packing.PackingPolicy")
+    shards: dict = Field(default_factory=dict, description="shard capacity in positions; shards_layer.ShardSpec")
 
     @field_validator("name")
     @classmethod

@@ -48,7 +48,7 @@ from corpus_assets.domain.tokenizer import FrozenTokenizer, TokenizerSpec, thaw_
 
 TOKEN_VIEWS_ASSET = "token_views"
 CURATED_ASSET = "curated_records"
-TOKEN_VIEWS_LAYER_VERSION = "token-views-layer-1"
+TOKEN_VIEWS_LAYER_VERSION = "token-views-layer-2"
 
 _IDENTITY = [
     ("record_id", pa.string()),
@@ -56,6 +56,7 @@ _IDENTITY = [
     ("split", pa.string()),
     ("source_id", pa.string()),
     ("snapshot", pa.string()),
+    ("domain", pa.string()),  # prose | code: the "tag" a mixture can weight by
     ("cache_key", pa.string()),
 ]
 _TOKEN_COLUMNS = ["n_tokens", "label_tokens", "input_ids", "loss_mask", "offsets", "segments_json"]
@@ -287,6 +288,7 @@ def _with_identity(tokens: pa.Table, record: Record, split: str, key: str) -> pa
         "split": pa.array([split] * n, pa.string()),
         "source_id": pa.array([record.source_id] * n, pa.string()),
         "snapshot": pa.array([record.snapshot] * n, pa.string()),
+        "domain": pa.array([record.domain] * n, pa.string()),
         "cache_key": pa.array([key] * n, pa.string()),
     }
     for name in _TOKEN_COLUMNS:

@@ -1,0 +1,289 @@
+"""The ``packed_shards`` layer of a release: what the trainer will really read.
+
+* **train** — the views of ``mixture_plan`` in plan order (a record drawn twice is packed twice);
+* **validation / test** — their packable views in ``token_views`` order (natural distribution,
+  no mixing).
+
+Each split is packed with the release's ``PackingPolicy`` and written as shards
+(``domain/shards.py``: Megatron ``.bin``/``.idx`` + loss-mask / segment-id / position-id sidecars
++ Parquet provenance spans labelled with source and domain). The files of one build live in a
+content-addressed *shard set* directory ``$CORPUS_HOME/shards/<release>/<set digest>/<split>/``,
+staged under ``.tmp-*`` and renamed into place only when complete; the layer's ``shards`` table
+(one row per shard, with every file's sha256) is what points at it, so a reader that resolves the
+layer's ``CURRENT`` only ever sees complete shard sets. The set digest covers every shard's
+metadata (and so every file's sha256): identical inputs give the same directory.
+
+Four denominators per source (seed 000 §18.5/§18.8), side by side: source records (training
+records available), sampled records (plan draws), materialized tokens (view tokens placed in
+blocks, EOS included, packer BOS excluded) and effective label tokens (positions of that source
+whose loss mask is 1).
+
+Known limit: a split is packed in memory (all its blocks, then written); packing itself is
+chunked (``packing.Packer``) — streaming the writer is the next step for very large releases.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import uuid
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import BaseModel, ConfigDict, Field
+
+from corpus_assets.domain.hashing import canonical_json
+from corpus_assets.domain.layer_store import LayerStore, LayerVersion, TableSpec
+from corpus_assets.domain.mixture_layer import packable_views
+from corpus_assets.domain.packing import PackedBlocks, PackingPolicy, coverage_check, pack_arrays, packing_policy_version
+from corpus_assets.domain.shards import shard_capacity, with_record_labels, write_shard_manifest, write_shards
+
+SHARDS_ASSET = "packed_shards"
+SHARDS_LAYER_VERSION = "packed-shards-layer-1"
+DEFAULT_SEQ_LEN = 2048  # T when the release spec has no packing.seq_len
+
+SHARDS_SCHEMA = pa.schema(
+    [
+        ("split", pa.string()),
+        ("name", pa.string()),
+        ("directory", pa.string()),  # relative to $CORPUS_HOME
+        ("blocks", pa.int64()),
+        ("tokens", pa.int64()),
+        ("content_tokens", pa.int64()),
+        ("loss_tokens", pa.int64()),
+        ("bin_sha256", pa.string()),
+        ("meta_json", pa.string()),  # the shard's complete metadata (shards.write_shards)
+    ]
+)
+SHARDS_TABLES = {"shards": TableSpec(SHARDS_SCHEMA)}
+
+
+class ShardSpec(BaseModel):
+    """The ``shards`` section of a release spec."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    positions: int = Field(default=1 << 22, ge=1, description="S: positions per shard; a shard holds floor(S/T) whole blocks")
+
+
+class PackingSection(BaseModel):
+    """The ``packing`` section: a ``PackingPolicy`` plus special tokens named by text, resolved
+    with the release tokenizer (``pad_token`` overrides ``pad_id``; ``bos_token`` is required for
+    ``boundary: bos``)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    pad_token: Optional[str] = None
+    bos_token: Optional[str] = None
+
+
+def resolve_packing(section: dict, token_to_id: Callable[[str], Optional[int]], where: str) -> tuple[PackingPolicy, Optional[int]]:
+    """(policy, bos_id) from a ``packing`` section; a named token missing from the vocabulary is a
+    ``ValueError`` naming the field."""
+    section = dict(section)
+    pad_token = section.pop("pad_token", None)
+    bos_token = section.pop("bos_token", None)
+    bos_id = None
+    if pad_token is not None:
+        pid = token_to_id(pad_token)
+        if pid is None:
+            raise ValueError(f"{where}: packing.pad_token {pad_token!r} is not in the tokenizer's vocabulary")
+        section["pad_id"] = pid
+    if bos_token is not None:
+        bos_id = token_to_id(bos_token)
+        if bos_id is None:
+            raise ValueError(f"{where}: packing.bos_token {bos_token!r} is not in the tokenizer's vocabulary")
+    section.setdefault("seq_len", DEFAULT_SEQ_LEN)
+    from corpus_assets.domain.config_files import validate
+
+    policy = validate(PackingPolicy, section, f"{where}: packing")
+    if policy.boundary == "bos" and bos_id is None:
+        raise ValueError(f"{where}: packing.boundary is 'bos' but no packing.bos_token is named")
+    return policy, bos_id
+
+
+def _views_by_record(views: pa.Table) -> tuple[pa.Table, dict[str, int]]:
+    t = packable_views(views)
+    return t, {rid: i for i, rid in enumerate(t.column("record_id").to_pylist())}
+
+
+def _flat(table: pa.Table, rows: np.ndarray):
+    """Concatenated ids / masks / offsets of ``rows`` of a views table, in that order."""
+    sel = table.take(pa.array(rows, pa.int64()))
+    lengths = np.asarray(sel.column("n_tokens").to_numpy(zero_copy_only=False), dtype=np.int64)
+
+    def flat(col: str, dtype) -> np.ndarray:
+        arr = sel.column(col).combine_chunks()
+        return np.asarray(arr.flatten().to_numpy(zero_copy_only=False), dtype=dtype)
+
+    ids = flat("input_ids", np.int32)
+    mask = flat("loss_mask", np.uint8)
+    offs = flat("offsets", np.int32).reshape(-1, 2)
+    return ids, mask, offs, lengths, sel.column("record_id").combine_chunks(), sel.column("variant").combine_chunks()
+
+
+def _label_counts(blocks: PackedBlocks, labels: dict[str, str]) -> dict[str, dict[str, int]]:
+    """Per source: materialized tokens (view tokens, BOS excluded) and effective label tokens."""
+    sp = blocks.spans
+    if sp.num_rows == 0:
+        return {}
+    T = blocks.seq_len
+    keep = pc.and_(pc.invert(sp.column("pad")), pc.is_valid(sp.column("src_token_start")))
+    sp = sp.filter(keep)
+    b = sp.column("block").to_numpy() - blocks.first_block
+    s = sp.column("start").to_numpy().astype(np.int64)
+    e = sp.column("end").to_numpy().astype(np.int64)
+    cum = np.concatenate([[0], np.cumsum(blocks.loss_mask.reshape(-1), dtype=np.int64)])
+    lab = cum[b * T + e] - cum[b * T + s]
+    out: dict[str, dict[str, int]] = {}
+    for rid, n, l in zip(sp.column("record_id").to_pylist(), (e - s).tolist(), lab.tolist()):
+        c = out.setdefault(labels[rid], {"materialized_tokens": 0, "label_tokens": 0})
+        c["materialized_tokens"] += n
+        c["label_tokens"] += l
+    return out
+
+
+def build_packed_shards(
+    store: LayerStore,
+    release: str,
+    policy: PackingPolicy,
+    shard_spec: ShardSpec,
+    *,
+    token_views: LayerVersion,
+    mixture_plan: LayerVersion,
+    tokenizer_digest: str,
+    vocab_size: int,
+    split_names: list[str],
+    bos_id: Optional[int] = None,
+    log: Callable[[str], None] = lambda _m: None,
+) -> tuple[LayerVersion, dict]:
+    per_shard = shard_capacity(shard_spec.positions, policy.seq_len)  # S >= T or a clear error
+    views = token_views.read_table(
+        "views", columns=["record_id", "variant", "split", "source_id", "domain", "n_tokens", "input_ids", "loss_mask", "offsets"]
+    )
+    sources = dict(zip(views.column("record_id").to_pylist(), views.column("source_id").to_pylist()))
+    domains = dict(zip(views.column("record_id").to_pylist(), views.column("domain").to_pylist()))
+    plan = mixture_plan.read_table("plan", columns=["record_id", "source"])
+    train = split_names[0]
+    mix_key = mixture_plan.manifest.get("build_spec", {}).get("spec", {}).get("key", "source")
+
+    home = store.home
+    set_parent = home / "shards" / release
+    set_parent.mkdir(parents=True, exist_ok=True)
+    for stale in set_parent.glob(".tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = set_parent / f".tmp-{uuid.uuid4().hex}"
+    tmp.mkdir()
+    report: dict = {"policy_version": packing_policy_version(policy), "seq_len": policy.seq_len,
+                    "shard_positions": shard_spec.positions, "blocks_per_shard": per_shard, "splits": {}}
+    all_meta: dict[str, list[dict]] = {}
+    try:
+        for split in split_names:
+            table, index = _views_by_record(views.filter(pc.equal(views.column("split"), split)))
+            if split == train:
+                order = plan.column("record_id").to_pylist()
+                missing = sorted({r for r in order if r not in index})
+                if missing:
+                    raise ValueError(f"mixture_plan names {len(missing)} record(s) without a training view, e.g. {missing[:3]}; "
+                                     "rebuild mixture_plan after token_views")
+                rows = np.fromiter((index[r] for r in order), dtype=np.int64, count=len(order))
+            else:
+                rows = np.arange(table.num_rows, dtype=np.int64)
+            if rows.size == 0:
+                log(f"packed_shards {release}/{split}: no views; no shards")
+                report["splits"][split] = {"samples": 0, "blocks": 0, "shards": 0}
+                all_meta[split] = []
+                continue
+            ids, mask, offs, lengths, rids, variants = _flat(table, rows)
+            blocks = pack_arrays(ids, mask, offs, lengths, rids, variants, policy, bos_id)
+            ok, detail = coverage_check(blocks)
+            if not ok:
+                raise ValueError(f"packed blocks of {split} fail span coverage: {detail}")
+            spans = with_record_labels(blocks.spans, "source", sources)
+            spans = with_record_labels(spans, "domain", domains)
+            metas = write_shards(
+                tmp / split, f"{split}", tokens=blocks.tokens, loss_mask=blocks.loss_mask,
+                segment_ids=blocks.segment_ids, position_ids=blocks.position_ids if policy.reset_positions else None,
+                spans=spans, seq_len=policy.seq_len, shard_positions=shard_spec.positions,
+                tokenizer_digest=tokenizer_digest, vocab_size=vocab_size, pad_segment_id=0,
+            ) if len(blocks) else []
+            if metas:
+                write_shard_manifest(tmp / split, metas)
+            all_meta[split] = metas
+            st = blocks.stats
+            per_source = _label_counts(blocks, sources if mix_key == "source" else domains)
+            report["splits"][split] = {
+                "samples": int(rows.size),
+                "shards": len(metas),
+                "coverage_ok": ok,
+                **{k: v for k, v in st.as_dict().items() if k not in ("quarantined", "truncated", "dropped")},
+                "quarantined_records": [list(q) for q in st.quarantined],
+                "truncated_records": len(st.truncated),
+                "dropped_pieces": len(st.dropped),
+                "per_source": per_source,
+            }
+            log(f"packed_shards {release}/{split}: {rows.size} samples -> {len(blocks)} blocks of {policy.seq_len}, "
+                f"{len(metas)} shards, utilization {st.utilization:.1%}, padding {st.padding}, dropped {st.dropped_tokens}")
+        set_digest = hashlib.sha256(canonical_json({s: all_meta[s] for s in sorted(all_meta)})).hexdigest()
+        final = set_parent / set_digest[:16]
+        if final.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.rename(final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+    report["shard_set"] = str(final.relative_to(home))
+    report["shard_set_digest"] = set_digest
+    report["tokenizer_digest"] = tokenizer_digest
+    report["denominators"] = _denominators(mixture_plan, token_views, report["splits"].get(train, {}), train)
+    rows_out = [
+        {"split": split, "name": m["name"], "directory": f"{report['shard_set']}/{split}", "blocks": m["blocks"],
+         "tokens": m["tokens"], "content_tokens": m["content_tokens"], "loss_tokens": m["loss_tokens"],
+         "bin_sha256": m["files"]["bin"]["sha256"], "meta_json": json.dumps(m, sort_keys=True, separators=(",", ":"))}
+        for split in split_names for m in all_meta[split]
+    ]
+    build = {
+        "code_version": SHARDS_LAYER_VERSION,
+        "policy": policy.model_dump(mode="json"),
+        "policy_version": report["policy_version"],
+        "shard_spec": shard_spec.model_dump(mode="json"),
+        "bos_id": bos_id,
+        "token_views_version": token_views.content_digest,
+        "mixture_plan_version": mixture_plan.content_digest,
+        "tokenizer_digest": tokenizer_digest,
+    }
+    with store.new_version(SHARDS_ASSET, release, SHARDS_TABLES, build) as w:
+        w.write("shards", rows_out)
+        version = w.commit(extra_manifest={"report": report})
+    return version, report
+
+
+def _denominators(mixture_plan: LayerVersion, token_views: LayerVersion, train: dict, train_split: str) -> dict:
+    """Per source (or tag, as the mixture is keyed): source records | sampled records |
+    materialized tokens | effective label tokens."""
+    mix = mixture_plan.manifest.get("report", {}).get("sources", {})
+    packed = train.get("per_source", {})
+    out = {}
+    for src in sorted(set(mix) | set(packed)):
+        out[src] = {
+            "source_records": mix.get(src, {}).get("available_records", 0),
+            "sampled_records": mix.get(src, {}).get("draws", 0),
+            "materialized_tokens": packed.get(src, {}).get("materialized_tokens", 0),
+            "label_tokens": packed.get(src, {}).get("label_tokens", 0),
+        }
+    return out
+
+
+def shard_dirs(store: LayerStore, release: str, split: str) -> list[tuple[Path, dict]]:
+    """(directory, metadata) of every shard of ``split`` in the release's current packed_shards
+    version — what ``reader.ShardReader`` takes."""
+    v = store.require_current(SHARDS_ASSET, release)
+    out = []
+    for r in v.read_table("shards").to_pylist():
+        if r["split"] == split:
+            out.append((store.home / r["directory"], json.loads(r["meta_json"])))
+    return out
