@@ -1,5 +1,8 @@
-"""Control-plane tables in a DuckDB file: crawl state and the snapshot registry (later: deletion
-requests, tombstones, releases, consumption records).
+"""Control-plane tables in a DuckDB file: crawl state, the snapshot registry, the release
+registry, consumption records, deletion requests and tombstones.
+
+The release / consumption / deletion tables are created here (one schema for every process) and
+operated by their own modules: ``release_registry.py`` and ``deletion.py`` / ``tombstones.py``.
 
 DuckDB lets one process at a time open a database file for writing, so every operation opens a
 connection, runs one short transaction and closes it; the connection factory retries while
@@ -19,7 +22,7 @@ from typing import Callable, ContextManager, Iterator, Optional
 
 import duckdb
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _DDL = [
     """CREATE TABLE IF NOT EXISTS catalog_meta (key VARCHAR PRIMARY KEY, value VARCHAR)""",
@@ -41,6 +44,57 @@ _DDL = [
         items BIGINT NOT NULL,
         raw_version VARCHAR NOT NULL,
         stats_json VARCHAR NOT NULL)""",
+    # Published release versions (Algorithm 18.3). status: published | revoked | superseded.
+    """CREATE TABLE IF NOT EXISTS release_registry (
+        release VARCHAR NOT NULL,
+        build_id VARCHAR NOT NULL,
+        content_digest VARCHAR NOT NULL,
+        path VARCHAR NOT NULL,              -- release directory, relative to CORPUS_HOME
+        status VARCHAR NOT NULL,
+        published_at TIMESTAMPTZ NOT NULL,
+        revoked_at TIMESTAMPTZ,
+        successor_build_id VARCHAR,
+        revocation_json VARCHAR,            -- request ids, affected runs, note
+        PRIMARY KEY (release, build_id))""",
+    # Which training run consumed which release version (so a deletion can name affected runs).
+    """CREATE TABLE IF NOT EXISTS consumption (
+        run_id VARCHAR NOT NULL,
+        release VARCHAR NOT NULL,
+        build_id VARCHAR NOT NULL,
+        consumer VARCHAR NOT NULL,
+        consumed_at TIMESTAMPTZ NOT NULL,
+        note VARCHAR NOT NULL,
+        PRIMARY KEY (run_id, release, build_id))""",
+    # Deletion requests. kind: record | uri | source | content. target: the record id, URI, source
+    # id, or the sha256 of the content (text is hashed at intake and never stored).
+    # status: received | resolved | runs_requested | applied | rejected
+    """CREATE TABLE IF NOT EXISTS deletion_requests (
+        request_id VARCHAR PRIMARY KEY,
+        kind VARCHAR NOT NULL,
+        target VARCHAR NOT NULL,
+        near_duplicates BOOLEAN NOT NULL,
+        near_threshold DOUBLE,
+        requester VARCHAR NOT NULL,
+        reason VARCHAR NOT NULL,
+        received_at TIMESTAMPTZ NOT NULL,
+        status VARCHAR NOT NULL,
+        status_detail VARCHAR NOT NULL,
+        generation BIGINT,                  -- tombstone generation written when resolved
+        updated_at TIMESTAMPTZ NOT NULL)""",
+    # Tombstones: ids and digests only, never text. One row per (request, record copy); content
+    # takedowns also keep the digest so a later capture of the same text is refused.
+    """CREATE TABLE IF NOT EXISTS tombstones (
+        request_id VARCHAR NOT NULL,
+        generation BIGINT NOT NULL,
+        scope VARCHAR NOT NULL,             -- record | content
+        record_id VARCHAR NOT NULL,         -- '' for a content-only row (digest with no current copy)
+        snapshot VARCHAR NOT NULL,          -- '' when not tied to one snapshot
+        source_id VARCHAR NOT NULL,
+        uri VARCHAR NOT NULL,
+        text_sha256 VARCHAR NOT NULL,
+        record_sha256 VARCHAR NOT NULL,
+        created_at TIMESTAMPTZ NOT NULL,
+        PRIMARY KEY (request_id, record_id, snapshot, text_sha256))""",
 ]
 
 
