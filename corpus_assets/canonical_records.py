@@ -37,7 +37,7 @@ class CanonicalConfig(dg.Config):
         dg.AssetCheckSpec(
             "accounting",
             asset="canonical_records",
-            description="in = accepted + rejected + quarantined, every raw item decided exactly once.",
+            description="in = accepted + rejected + quarantined + deleted (by a deletion request), every raw item decided exactly once.",
         )
     ],
 )
@@ -65,6 +65,7 @@ def canonical_records(
             "accepted": dg.MetadataValue.int(summary.outcomes.get("accepted", 0)),
             "rejected": dg.MetadataValue.int(summary.outcomes.get("rejected", 0)),
             "quarantined": dg.MetadataValue.int(summary.outcomes.get("quarantined", 0)),
+            "deleted": dg.MetadataValue.int(summary.outcomes.get("deleted", 0)),
             "acceptance_rate": dg.MetadataValue.float(
                 summary.outcomes.get("accepted", 0) / summary.items if summary.items else 0.0
             ),

@@ -4,8 +4,13 @@
     corpus sources              validate sources.yaml and list the sources
     corpus snapshot SOURCE      capture a new snapshot of SOURCE and materialize it through Dagster
     corpus layers               list current layer versions under $CORPUS_HOME
-
-Later issues add verify, delete, consume and recipe.
+    corpus releases [NAME]      the release registry: published / superseded / revoked versions
+    corpus verify RELEASE|DIR   re-hash a published release against its manifest (and signature)
+    corpus consume RELEASE --run-id ID [--build-id B] [--consumer WHO]
+                                record that a training run consumed a release version
+    corpus delete --record-id ID | --uri URI | --source ID | --content-sha256 HEX | --content-file F
+                  --requester WHO --reason WHY [--near-duplicates --near-threshold J]
+                                file a deletion request (the deletion sensor applies it)
 """
 
 from __future__ import annotations
@@ -75,6 +80,114 @@ def _cmd_layers(args) -> int:
     return 0
 
 
+def _catalog():
+    from corpus_assets.domain.catalog import Catalog
+    from corpus_assets.domain.settings import corpus_home
+
+    return Catalog.at(corpus_home() / "catalog.duckdb")
+
+
+def _release_dir(target: str):
+    """A release directory: a path, ``NAME`` (its CURRENT version) or ``NAME@BUILD_ID``."""
+    from pathlib import Path
+
+    from corpus_assets.domain.publish import current_release
+    from corpus_assets.domain.settings import corpus_home
+
+    p = Path(target)
+    if p.is_dir() and (p / "manifest.json").exists():
+        return p
+    name, _, build = target.partition("@")
+    root = corpus_home() / "releases"
+    if build:
+        d = root / name / build
+        if not d.is_dir():
+            raise ValueError(f"release {name!r} has no build {build!r} under {root / name}")
+        return d
+    d = current_release(root, name)
+    if d is None:
+        raise ValueError(f"release {name!r} has no published version under {root / name} (run release_job first)")
+    return d
+
+
+def _cmd_verify(args) -> int:
+    from corpus_assets.domain.publish import ReleaseVerificationError, verify_release
+    from corpus_assets.domain.signing import SignatureError, SigningKeyError
+
+    path = _release_dir(args.release)
+    try:
+        report = verify_release(path, public_key=args.public_key)
+    except (ReleaseVerificationError, SignatureError, SigningKeyError) as exc:
+        print(f"corpus verify: REFUSED {path}: {exc}", file=sys.stderr)
+        return 1
+    sig = f", signature OK (key {report.key_id[:16]})" if report.signature_checked else (", signed (not checked: no --public-key)" if report.signed else ", unsigned")
+    print(f"OK {path}: {report.files} files, {report.bytes} bytes, content digest {report.content_digest}{sig}")
+    return 0
+
+
+def _cmd_consume(args) -> int:
+    import json
+
+    from corpus_assets.domain.release_registry import RegistryError, current_published, record_consumption
+
+    cat = _catalog()
+    build = args.build_id
+    if build is None:
+        row = current_published(cat, args.release)
+        if row is None:
+            raise ValueError(f"release {args.release!r} has no published version in the registry")
+        build = row["build_id"]
+    try:
+        row = record_consumption(cat, args.run_id, args.release, build, args.consumer, args.note or "")
+    except RegistryError as exc:
+        raise ValueError(str(exc)) from None
+    print(json.dumps(row, sort_keys=True, default=str))
+    return 0
+
+
+def _cmd_releases(args) -> int:
+    from corpus_assets.domain.release_registry import registry
+
+    rows = registry(_catalog(), args.name)
+    if not rows:
+        print("no published releases")
+    for r in rows:
+        extra = f" -> {r['successor_build_id'][:16]}" if r.get("successor_build_id") else ""
+        print(f"{r['release']:<16} {r['build_id'][:16]} {r['status']:<10} {r['published_at']} {r['path']}{extra}")
+    return 0
+
+
+def _cmd_delete(args) -> int:
+    from corpus_assets.domain.deletion import DeletionRequestError, file_request, parse_request
+
+    data = {"requester": args.requester, "reason": args.reason}
+    chosen = [(k, v) for k, v in (("record", args.record_id), ("uri", args.uri), ("source", args.source),
+                                  ("content", args.content_sha256), ("content_file", args.content_file)) if v]
+    if len(chosen) != 1:
+        raise ValueError("give exactly one of --record-id, --uri, --source, --content-sha256, --content-file")
+    kind, value = chosen[0]
+    if kind == "record":
+        data.update(kind="record", record_id=value)
+    elif kind == "uri":
+        data.update(kind="uri", uri=value)
+    elif kind == "source":
+        data.update(kind="source", source_id=value)
+    elif kind == "content":
+        data.update(kind="content", content_sha256=value)
+    else:
+        with open(value, encoding="utf-8") as f:  # the text is hashed here and never stored
+            data.update(kind="content", content_text=f.read())
+    if args.near_duplicates:
+        data.update(near_duplicates=True, near_threshold=args.near_threshold)
+    try:
+        request = parse_request(data)
+    except DeletionRequestError as exc:
+        raise ValueError(f"deletion request refused: {exc}") from None
+    request_id = file_request(_catalog(), request)
+    print(request_id)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="corpus", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -89,6 +202,31 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=_cmd_snapshot)
     p = sub.add_parser("layers", help="list the current layer versions")
     p.set_defaults(func=_cmd_layers)
+    p = sub.add_parser("releases", help="list the release registry")
+    p.add_argument("name", nargs="?", default=None)
+    p.set_defaults(func=_cmd_releases)
+    p = sub.add_parser("verify", help="re-hash a published release against its manifest")
+    p.add_argument("release", help="release name (its CURRENT version), NAME@BUILD_ID, or a release directory")
+    p.add_argument("--public-key", default=None, help="Ed25519 public key (PEM or raw) kept outside the release directory")
+    p.set_defaults(func=_cmd_verify)
+    p = sub.add_parser("consume", help="record that a training run consumed a release version")
+    p.add_argument("release")
+    p.add_argument("--run-id", required=True)
+    p.add_argument("--build-id", default=None, help="default: the release's current published build")
+    p.add_argument("--consumer", default="trainer")
+    p.add_argument("--note", default="")
+    p.set_defaults(func=_cmd_consume)
+    p = sub.add_parser("delete", help="file a deletion request")
+    p.add_argument("--record-id")
+    p.add_argument("--uri")
+    p.add_argument("--source")
+    p.add_argument("--content-sha256", help="sha256 of the record text (text_sha256)")
+    p.add_argument("--content-file", help="a file holding the text to take down (hashed, never stored)")
+    p.add_argument("--near-duplicates", action="store_true", help="content takedowns: also near duplicates")
+    p.add_argument("--near-threshold", type=float, default=None, help="Jaccard threshold for --near-duplicates")
+    p.add_argument("--requester", required=True)
+    p.add_argument("--reason", required=True)
+    p.set_defaults(func=_cmd_delete)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

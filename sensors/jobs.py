@@ -11,6 +11,7 @@ from corpus_assets.tokenizer_asset import tokenizer_asset
 from corpus_assets.token_views_asset import token_views_asset
 from corpus_assets.mixture_plan_asset import mixture_plan_asset
 from corpus_assets.packed_shards_asset import packed_shards_asset
+from corpus_assets.release_manifest_asset import release_manifest_asset
 from corpus_assets.eval_registry import eval_registry
 from corpus_assets.raw_snapshot import raw_snapshot
 
@@ -28,8 +29,8 @@ registry_job = dg.define_asset_job(
 
 release_job = dg.define_asset_job(
     "release_job",
-    selection=dg.AssetSelection.assets(dedup_clusters, splits_asset, tokenizer_asset, token_views_asset, mixture_plan_asset, packed_shards_asset),
-    description="Build the release-level layers of one release partition: dedup clusters, splits, tokenizer, token views, mixture plan, packed shards.",
+    selection=dg.AssetSelection.assets(dedup_clusters, splits_asset, tokenizer_asset, token_views_asset, mixture_plan_asset, packed_shards_asset, release_manifest_asset),
+    description="Build the release-level layers of one release partition: dedup clusters, splits, tokenizer, token views, mixture plan, packed shards, and publish it (release manifest).",
 )
 
 reports_job = dg.define_asset_job(

@@ -41,13 +41,14 @@ def check_canonical_accounting(raw: LayerVersion, canonical: LayerVersion) -> Ac
         ids, distinct_ids = con.execute(f"SELECT count(record_id), count(DISTINCT record_id) FROM read_parquet({rec})").fetchone()
     finally:
         con.close()
-    accepted, rejected, quarantined = (counts.get(k, 0) for k in ("accepted", "rejected", "quarantined"))
+    accepted, rejected, quarantined, deleted = (counts.get(k, 0) for k in ("accepted", "rejected", "quarantined", "deleted"))
     problems = []
-    unknown = set(counts) - {"accepted", "rejected", "quarantined"}
+    unknown = set(counts) - {"accepted", "rejected", "quarantined", "deleted"}
     if unknown:
         problems.append(f"unknown outcomes {sorted(unknown)}")
-    if accepted + rejected + quarantined != items_in:
-        problems.append(f"in={items_in} but accepted+rejected+quarantined={accepted + rejected + quarantined}")
+    if accepted + rejected + quarantined + deleted != items_in:
+        problems.append(
+            f"in={items_in} but accepted+rejected+quarantined+deleted={accepted + rejected + quarantined + deleted}")
     if total != items_in or distinct != items_in or (items_in and (lo != 0 or hi != items_in - 1)):
         problems.append(f"decisions do not cover raw items 0..{items_in - 1} exactly once")
     records = canonical.row_count("records")

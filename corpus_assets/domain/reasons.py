@@ -15,6 +15,7 @@ class Outcome(str, Enum):
     ACCEPTED = "accepted"
     REJECTED = "rejected"
     QUARANTINED = "quarantined"
+    DELETED = "deleted"  # removed by a deletion request (tombstone); the decision keeps ids only
 
 
 class Reason(str, Enum):
@@ -39,6 +40,8 @@ class Reason(str, Enum):
     UNSUPPORTED_CONTENT_TYPE = "unsupported_content_type"
     EXTRACTION_FAILED = "extraction_failed"
     DUPLICATE_RECORD_ID = "duplicate_record_id"  # a second item claims a record id already used in the snapshot
+    # deletion (purge of a tombstoned item or record)
+    DELETION_TOMBSTONED = "deletion.tombstoned"
 
 
 # Which outcome each non-OK reason implies, so stages cannot disagree about it.
@@ -62,4 +65,5 @@ OUTCOME_OF: dict[Reason, Outcome] = {
     Reason.UNSUPPORTED_CONTENT_TYPE: Outcome.QUARANTINED,
     Reason.EXTRACTION_FAILED: Outcome.QUARANTINED,
     Reason.DUPLICATE_RECORD_ID: Outcome.QUARANTINED,
+    Reason.DELETION_TOMBSTONED: Outcome.DELETED,
 }

@@ -1,0 +1,120 @@
+"""release_manifest: publish the release (Algorithm 18.3) and register it."""
+
+from importlib.metadata import PackageNotFoundError, version as dist_version
+
+import dagster as dg
+
+from corpus_assets.domain.publish import ReleaseConflictError, ReleaseVerificationError, verify_release
+from corpus_assets.domain.release_build import build_release
+from corpus_assets.domain.release_registry import register_published
+from corpus_assets.domain.tombstones import load_tombstones
+from corpus_assets.metadata import markdown_table
+from corpus_assets.packed_shards_asset import packed_shards_asset
+from corpus_assets.partitions import releases_partitions
+from resources.catalog import CatalogResource
+from resources.releases import ReleasesResource
+from resources.sources import SourcesResource
+from resources.storage import StorageResource
+
+RELEASE_MANIFEST_CODE_VERSION = "release-manifest-1"
+
+
+def package_version() -> str:
+    try:
+        return dist_version("corpus")
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        return "0+unknown"
+
+
+@dg.asset(
+    name="release_manifest",
+    partitions_def=releases_partitions,
+    deps=[packed_shards_asset],
+    group_name="releases",
+    kinds={"python", "json"},
+    owners=["team:corpus"],
+    code_version=RELEASE_MANIFEST_CODE_VERSION,
+    description=(
+        "Publishes the release by Algorithm 18.3: build id = digest of the complete build spec (release "
+        "spec, code versions, input layer digests, tokenizer, eval registry, tombstone generation); the "
+        "shards, manifest.json and data card are staged, verified and exposed by an atomic CURRENT "
+        "pointer under $CORPUS_HOME/releases/<release>/. Same build id and content: reused; same build id "
+        "with different content: conflict, nothing published. Registered in the release registry."
+    ),
+    check_specs=[
+        dg.AssetCheckSpec("release_verifies", asset="release_manifest",
+                          description="every artifact re-hashes to its manifest digest (corpus verify)."),
+        dg.AssetCheckSpec("no_tombstoned_records", asset="release_manifest",
+                          description="no shard span of the published release names a tombstoned record."),
+    ],
+)
+def release_manifest_asset(
+    context: dg.AssetExecutionContext,
+    storage: StorageResource,
+    releases: ReleasesResource,
+    sources: SourcesResource,
+    catalog: CatalogResource,
+):
+    name = context.partition_key
+    spec = releases.spec(name)
+    store = storage.store()
+    cat = catalog.catalog()
+    tombs = load_tombstones(cat)
+    governance = {s.id: {"kind": s.kind, **s.governance.model_dump(mode="json")} for s in sources.load().sources}
+    try:
+        built = build_release(
+            store, name, release_spec=spec.model_dump(mode="json"), sources_governance=governance,
+            releases_root=store.home / "releases", package_version=package_version(),
+            tombstone_generation=tombs.generation, tombstone_requests=list(tombs.request_ids), tombstone_count=len(tombs),
+        )
+    except ReleaseConflictError as exc:
+        raise dg.Failure(description=str(exc), metadata={"diagnostics": dg.MetadataValue.path(str(exc.diagnostics))}) from exc
+    r = built.result
+    row = register_published(cat, name, r.build_id, r.content_digest, str(r.path.relative_to(store.home)))
+    context.log.info(f"release {name}: build {r.build_id[:16]} {'reused' if r.reused else 'published'} at {r.path}")
+    try:
+        report = verify_release(r.path)
+        verify_error = None
+    except ReleaseVerificationError as exc:
+        report, verify_error = None, str(exc)
+    m = built.manifest
+    per_source = [(s["source_id"], s["source_records"], s["sampled_records"], s["materialized_tokens"], s["label_tokens"])
+                  for s in m["sampling"]["per_source"]]
+    yield dg.MaterializeResult(
+        data_version=dg.DataVersion(r.content_digest),
+        metadata={
+            "build_id": r.build_id,
+            "content_digest": r.content_digest,
+            "reused": r.reused,
+            "status": row.get("status", "published"),
+            "path": dg.MetadataValue.path(str(r.path)),
+            "artifacts": dg.MetadataValue.int(len(r.artifacts)),
+            "signed": r.signed,
+            "shards": dg.MetadataValue.int(len(m["shards"])),
+            "tokenizer_digest": m["tokenizer"]["digest"],
+            "tombstone_generation": dg.MetadataValue.int(m["tombstones"]["generation"]),
+            "four_denominators": dg.MetadataValue.md(markdown_table(
+                ["source", "source records", "sampled records", "materialized tokens", "effective label tokens"], per_source)),
+            "data_card": dg.MetadataValue.path(str(r.path / "data_card.md")),
+        },
+    )
+    yield dg.AssetCheckResult(
+        check_name="release_verifies", passed=verify_error is None,
+        metadata={"files": report.files, "bytes": report.bytes} if report else {"error": verify_error},
+    )
+    hits = _tombstoned_in_release(r.path, tombs)
+    yield dg.AssetCheckResult(check_name="no_tombstoned_records", passed=not hits,
+                              metadata={"tombstones": len(tombs), "hits": dg.MetadataValue.json(hits[:20])})
+
+
+def _tombstoned_in_release(path, tombs) -> list[dict]:
+    import pyarrow.parquet as pq
+
+    if not len(tombs):
+        return []
+    hits = []
+    for f in sorted(path.glob("shards/*/*.spans.parquet")):
+        for rid in set(pq.read_table(f, columns=["record_id"]).column(0).to_pylist()):
+            if rid and tombs.is_tombstoned(record_id=rid):
+                hits.append({"file": str(f.relative_to(path)), "record_id": rid})
+    return hits

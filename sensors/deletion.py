@@ -1,0 +1,211 @@
+"""Deletion requests: the ``deletion_requests`` sensor and the ``deletion_purge_job`` it launches.
+
+Every request moves through durable states in the catalog (``deletion_requests.status``), one
+step per sensor tick, so a sensor restarted at any point resumes from the catalog and never
+loses or repeats work:
+
+1. ``received``  → resolve lineage (aliases, clusters, near edges, token views, shards, releases),
+   write tombstones (ids and digests only) → ``resolved``. The release versions published at
+   that moment are recorded in the request's detail (they are the ones to revoke).
+2. ``resolved``  → request ONE purge run (``deletion_purge_job``, run key ``purge:<id>``) →
+   ``runs_requested``. The purge rewrites every snapshot partition holding a tombstoned record
+   (raw, canonical, curated, signatures) and the token-view cache, and drops old versions so the
+   deleted text does not linger.
+3. ``runs_requested`` + purge run succeeded → request a ``release_job`` run for every affected
+   release (run key ``rebuild:<id>:<release>``).
+4. every rebuild succeeded → revoke the old published versions (pointer to the successor, the
+   request id and the training runs that consumed them) → ``applied``.
+
+Whether a run exists is read from the Dagster instance by tag, not from the cursor, and run keys
+make the daemon drop a duplicate request: applying a request twice is impossible, losing one
+requires losing the catalog. Storage deletion does not undo what a model learned: the affected
+runs are listed, and the detail says so.
+"""
+
+import json
+
+import dagster as dg
+from pydantic import Field
+
+from corpus_assets.domain.catalog import Catalog
+from corpus_assets.domain.deletion import get, load_drop_folder, pending, set_status
+from corpus_assets.domain.layer_store import LayerStore
+from corpus_assets.domain.purge import drop_old_versions, purge_snapshot, purge_token_view_cache
+from corpus_assets.domain.release_build import withdraw_revoked
+from corpus_assets.domain.release_registry import consumers, registry, revoke
+from corpus_assets.domain.settings import corpus_home
+from corpus_assets.domain.tombstones import load_tombstones, resolve, write_tombstones
+from sensors.jobs import release_job
+
+TAG_REQUEST = "corpus/deletion_request"
+TAG_STEP = "corpus/deletion_step"
+SNAPSHOT_LAYERS = ("raw_snapshot", "canonical_records", "curated_records", "minhash_signatures")
+MODEL_NOTE = ("Deleting data from storage does not remove what a model already learned from it; "
+              "the training runs listed consumed a revoked version and need a separate assessment.")
+
+
+def drop_folder():
+    return corpus_home() / "deletion_requests"
+
+
+def _catalog() -> Catalog:
+    return Catalog.at(corpus_home() / "catalog.duckdb")
+
+
+class PurgeConfig(dg.Config):
+    request_id: str = Field(description="the deletion request whose tombstones are applied")
+
+
+@dg.op(description="Rewrite every snapshot partition and the token-view cache without tombstoned records; drop old versions.")
+def purge_deleted_records(context: dg.OpExecutionContext, config: PurgeConfig) -> dict:
+    home = corpus_home()
+    store = LayerStore(home)
+    cat = _catalog()
+    tombs = load_tombstones(cat)
+    request_ids = [config.request_id]
+    purged = []
+    snapshots = store.partitions("raw_snapshot")
+    for i, snap in enumerate(snapshots, 1):
+        result = purge_snapshot(store, snap, tombs, request_ids=request_ids)
+        if not result.get("affected"):
+            continue
+        purged.append(snap)
+        for asset in SNAPSHOT_LAYERS:
+            v = store.current(asset, snap)
+            if v is None:
+                continue
+            dropped = drop_old_versions(store, asset, snap)
+            context.log_event(dg.AssetMaterialization(
+                asset_key=asset, partition=snap,
+                description=f"purged by deletion request {config.request_id}",
+                metadata={"version": v.version, "content_digest": v.content_digest,
+                          "deletion_request": config.request_id, "old_versions_dropped": len(dropped)},
+            ))
+        context.log.info(f"purge {config.request_id}: {snap} rewritten ({i}/{len(snapshots)} partitions scanned)")
+    cache = purge_token_view_cache(store, tombs, request_ids)
+    for release in store.partitions("token_views"):
+        drop_old_versions(store, "token_views", release)
+    context.log.info(f"purge {config.request_id}: {len(purged)} snapshot partition(s) purged; token-view cache: {cache}")
+    return {"snapshots": purged, "token_view_cache": cache}
+
+
+@dg.job(name="deletion_purge_job",
+        description="Apply one deletion request's tombstones to every snapshot layer and the token-view cache.")
+def deletion_purge_job():
+    purge_deleted_records()
+
+
+def _runs(instance: dg.DagsterInstance, request_id: str, step: str) -> list:
+    return list(instance.get_runs(filters=dg.RunsFilter(tags={TAG_REQUEST: request_id, TAG_STEP: step})))
+
+
+def _succeeded(runs) -> bool:
+    return any(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
+
+
+def _failed(runs) -> bool:
+    return bool(runs) and all(r.status in (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED) for r in runs)
+
+
+def _detail(req) -> dict:
+    try:
+        return json.loads(req.status_detail) if req.status_detail.startswith("{") else {}
+    except json.JSONDecodeError:
+        return {}
+
+
+@dg.sensor(
+    name="deletion_requests",
+    jobs=[deletion_purge_job, release_job],
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description=(
+        "Carries deletion requests (catalog and the $CORPUS_HOME/deletion_requests drop folder) to every "
+        "derived artifact: resolve lineage, write tombstones, purge snapshot layers and the token-view "
+        "cache, rebuild affected releases, revoke their old versions and list the training runs that "
+        "consumed them. One durable step per request per tick; idempotent."
+    ),
+)
+def deletion_requests_sensor(context: dg.SensorEvaluationContext):
+    cat = _catalog()
+    store = LayerStore(corpus_home())
+    accepted, rejected = load_drop_folder(cat, drop_folder())
+    for name, error in rejected:
+        context.log.warning(f"deletion request file {name} rejected: {error}")
+    if accepted:
+        context.log.info(f"deletion requests filed from the drop folder: {', '.join(accepted)}")
+    requests: list[dg.RunRequest] = []
+    for req in pending(cat):
+        rid = req.request_id
+        if req.status == "received":
+            resolution = resolve(store, req)
+            generation = write_tombstones(cat, rid, resolution)
+            summary = resolution.summary()
+            published = {r["release"]: [] for r in registry(cat) if r["release"] in summary["releases"]}
+            for r in registry(cat):
+                if r["release"] in published and r["status"] == "published":
+                    published[r["release"]].append(r["build_id"])
+            runs = sorted({c["run_id"] for rel, builds in published.items() for b in builds for c in consumers(cat, rel, b)})
+            detail = {"copies": summary["copies"], "record_ids": summary["record_ids"], "scope": summary["scope"],
+                      "releases": sorted(summary["releases"]), "published_builds": published,
+                      "affected_runs": runs, "note": MODEL_NOTE if runs else ""}
+            set_status(cat, rid, "resolved", json.dumps(detail, sort_keys=True), generation=generation)
+            context.log.info(f"{rid}: {summary['copies']} record copies tombstoned (generation {generation}); "
+                             f"releases affected: {sorted(summary['releases']) or 'none'}; training runs affected: {runs or 'none'}")
+            continue
+        detail = _detail(req)
+        purge_runs = _runs(context.instance, rid, "purge")
+        if req.status == "resolved" or not purge_runs:
+            requests.append(dg.RunRequest(
+                run_key=f"purge:{rid}", job_name="deletion_purge_job",
+                run_config={"ops": {"purge_deleted_records": {"config": {"request_id": rid}}}},
+                tags={TAG_REQUEST: rid, TAG_STEP: "purge"},
+            ))
+            if req.status == "resolved":
+                set_status(cat, rid, "runs_requested", req.status_detail)
+            continue
+        if _failed(purge_runs):
+            context.log.error(f"{rid}: the purge run failed; fix the cause and re-execute run {purge_runs[0].run_id}")
+            continue
+        if not _succeeded(purge_runs):
+            continue  # still running
+        releases = detail.get("releases", [])
+        waiting = False
+        for release in releases:
+            runs = [r for r in _runs(context.instance, rid, "rebuild") if r.tags.get("dagster/partition") == release]
+            if not runs:
+                requests.append(dg.RunRequest(
+                    run_key=f"rebuild:{rid}:{release}", job_name="release_job", partition_key=release,
+                    tags={TAG_REQUEST: rid, TAG_STEP: "rebuild"},
+                ))
+                waiting = True
+            elif _failed(runs):
+                context.log.error(f"{rid}: the rebuild of release {release} failed (run {runs[0].run_id})")
+                waiting = True
+            elif not _succeeded(runs):
+                waiting = True
+        if waiting:
+            continue
+        for release in releases:
+            current = [r for r in registry(cat, release) if r["status"] == "published"]
+            successor = current[0]["build_id"] if current else None
+            for old in detail.get("published_builds", {}).get(release, []):
+                if old != successor:
+                    revoke(cat, release, old, successor_build_id=successor, request_ids=[rid],
+                           affected_runs=detail.get("affected_runs", []), note=MODEL_NOTE)
+                    gone = withdraw_revoked(store, corpus_home() / "releases", release, old,
+                                            successor=successor, request_ids=[rid])
+                    context.log.info(f"{rid}: release {release} build {old[:16]} revoked -> {str(successor)[:16]}; {gone}")
+        detail["applied"] = True
+        set_status(cat, rid, "applied", json.dumps(detail, sort_keys=True))
+        context.log.info(f"{rid}: applied; releases rebuilt: {releases or 'none'}; "
+                         f"affected training runs: {detail.get('affected_runs') or 'none'}")
+    return dg.SensorResult(run_requests=requests)
+
+
+def request_status(request_id: str) -> dict:
+    """Status and detail of a request (for the CLI and tests)."""
+    req = get(_catalog(), request_id)
+    if req is None:
+        raise KeyError(request_id)
+    return {"request_id": request_id, "status": req.status, "detail": _detail(req) or req.status_detail}

@@ -1,0 +1,138 @@
+"""Deletion requests end to end through the real sensor and the runs it requests: a withdrawal of
+one source's copy of content another source also carries, and a content takedown; afterwards the
+current release has neither as requested, the old version is revoked with a pointer to its
+successor and the training run that consumed it, and `corpus verify` passes on the new release and
+refuses a tampered copy."""
+
+import json
+import shutil
+
+import dagster as dg
+import pyarrow.parquet as pq
+
+from corpus_assets.cli import main as corpus_main
+from corpus_assets.domain.catalog import Catalog
+from corpus_assets.domain.deletion import get
+from corpus_assets.domain.layer_store import LayerStore
+from corpus_assets.domain.purge import scan_for_tombstoned
+from corpus_assets.domain.release_registry import record_consumption, registry
+from corpus_assets.domain.tombstones import load_tombstones
+from release_fixture import DOCS, TOKENIZER, build_snapshots, run_release, setup_release
+
+BODY = ("split: {fractions: [0.6, 0.2, 0.2]}\n" + TOKENIZER
+        + "packing: {seq_len: 128, overlength: split, pad_token: '<|pad|>'}\nshards: {positions: 1024}\n")
+GOV = "governance: {license: CC0-1.0, rights_evidence: https://example.org/rights}"
+
+
+def _setup(tmp_path, monkeypatch):
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (mirror / "m.jsonl").write_text(json.dumps({"id": "gc", "text": DOCS["gc"]}) + "\n")  # exact copy of site_docs:gc
+    extra = (f"  - id: site_mirror\n    kind: jsonl\n    root: {mirror}\n    include: ['*.jsonl']\n"
+             f"    adapter: text_document\n    priority: 200\n    {GOV}\n")
+    setup_release(tmp_path, monkeypatch, BODY, extra_sources=extra,
+                  sources_line="snapshots: {sources: [site_docs, site_chat, site_mirror]}\n")
+
+
+def _release_record_ids(path) -> set:
+    ids = set()
+    for f in path.glob("shards/*/*.spans.parquet"):
+        ids.update(r for r in pq.read_table(f, columns=["record_id"]).column(0).to_pylist() if r)
+    return ids
+
+
+def _tick_until_applied(defs, instance, cat, request_ids, max_ticks=12):
+    sensor = defs.resolve_sensor_def("deletion_requests")
+    launched = []
+    for _ in range(max_ticks):
+        ctx = dg.build_sensor_context(instance=instance, repository_def=defs.get_repository_def())
+        result = sensor(ctx)
+        for rr in result.run_requests or []:
+            launched.append(rr.run_key)
+            job = defs.resolve_job_def(rr.job_name)
+            kwargs = {"partition_key": rr.partition_key} if rr.partition_key else {}
+            run = job.execute_in_process(instance=instance, run_config=rr.run_config or {}, tags=rr.tags, **kwargs)
+            assert run.success, rr.run_key
+        if all(get(cat, r).status == "applied" for r in request_ids):
+            return launched
+    raise AssertionError(f"not applied after {max_ticks} ticks: {[(r, get(cat, r).status) for r in request_ids]}")
+
+
+def test_withdrawal_and_takedown_reach_every_artifact_and_revoke_the_old_release(corpus_env, tmp_path, monkeypatch, capsys):
+    _setup(tmp_path, monkeypatch)
+    from corpus_assets.definitions import build_definitions
+
+    defs = build_definitions()
+    cat = Catalog.at(corpus_env / "catalog.duckdb")
+    store = LayerStore(corpus_env)
+    with dg.instance_for_test() as instance:
+        build_snapshots(defs, instance, sources=("site_docs", "site_chat", "site_mirror"))
+        assert run_release(defs, instance).success
+        (old,) = [r for r in registry(cat, "r1") if r["status"] == "published"]
+        old_path = corpus_env / old["path"]
+        before = _release_record_ids(old_path)
+        assert {"site_docs:pathlib"} <= before and ({"site_docs:gc", "site_mirror:gc"} & before)
+        record_consumption(cat, "train-run-7", "r1", old["build_id"], "trainer")
+
+        # 1) withdraw site_docs' copy of the GC text (site_mirror carries the same text) — through the CLI
+        assert corpus_main(["delete", "--record-id", "site_docs:gc", "--requester", "owner@example.org",
+                            "--reason", "author withdrew consent"]) == 0
+        withdraw = capsys.readouterr().out.strip().splitlines()[-1]
+        # 2) take the pathlib text down everywhere — through the drop folder, as text (hashed, never stored)
+        drop = corpus_env / "deletion_requests"
+        drop.mkdir(parents=True, exist_ok=True)
+        (drop / "takedown.json").write_text(json.dumps({
+            "kind": "content", "content_text": DOCS["pathlib"], "requester": "legal@example.org", "reason": "DMCA notice"}))
+
+        launched = _tick_until_applied(defs, instance, cat, [withdraw])
+        takedown = [r for r in load_tombstones(cat).request_ids if r != withdraw]
+        assert len(takedown) == 1
+        launched += _tick_until_applied(defs, instance, cat, takedown)
+        # each request: one purge run and one rebuild, never twice
+        assert len(launched) == len(set(launched)) == 4
+        # further ticks request nothing
+        ctx = dg.build_sensor_context(instance=instance, repository_def=defs.get_repository_def())
+        assert not (defs.resolve_sensor_def("deletion_requests")(ctx).run_requests or [])
+
+    rows = {r["build_id"]: r for r in registry(cat, "r1")}
+    (new,) = [r for r in rows.values() if r["status"] == "published"]
+    assert new["build_id"] != old["build_id"]
+    assert rows[old["build_id"]]["status"] == "revoked"
+    assert rows[old["build_id"]]["successor_build_id"] in rows  # a successor that is registered
+    revoked = rows[old["build_id"]]
+    assert withdraw in revoked["request_ids"] and "train-run-7" in revoked["affected_runs"]
+    assert "does not remove what a model already learned" in revoked["note"]
+
+    new_path = corpus_env / new["path"]
+    after = _release_record_ids(new_path)
+    assert "site_docs:gc" not in after and "site_mirror:gc" in after  # the other source's copy stays
+    assert "site_docs:pathlib" not in after  # taken down
+    # no current artifact of any layer names a tombstoned record; deleted text is gone from disk
+    assert scan_for_tombstoned(store, corpus_env, load_tombstones(cat)) == []
+    for asset in ("canonical_records", "curated_records"):
+        for part in store.partitions(asset):
+            for version in store.versions(asset, part):  # every version kept on disk, not only the current
+                texts = store.open_version(asset, part, version).read_table("records", columns=["text"]).column(0).to_pylist()
+                assert not any(DOCS["pathlib"][:80] in t for t in texts), (asset, part, version)
+    for version in store.versions("token_views", "r1"):
+        ids = store.open_version("token_views", "r1", version).read_table("views", columns=["record_id"]).column(0).to_pylist()
+        assert "site_docs:pathlib" not in ids and "site_docs:gc" not in ids
+    # the catalog holds digests only: the takedown text never reached it
+    assert DOCS["pathlib"][:40].encode() not in (corpus_env / "catalog.duckdb").read_bytes()
+
+    # the revoked build keeps its manifest and data card as the audit trail; its shards are gone
+    assert (old_path / "REVOKED.json").is_file() and not (old_path / "shards").exists()
+    assert corpus_main(["verify", str(old_path)]) == 1
+    # no shard file on disk (release or shard set) names a deleted record any more
+    for f in corpus_env.rglob("*.spans.parquet"):
+        ids = set(pq.read_table(f, columns=["record_id"]).column(0).to_pylist())
+        assert not ids & {"site_docs:gc", "site_docs:pathlib"}, f
+    assert corpus_main(["verify", "r1"]) == 0
+    tampered = tmp_path / "tampered"
+    shutil.copytree(new_path, tampered)
+    victim = sorted(tampered.glob("shards/train/*.bin"))[0]
+    data = bytearray(victim.read_bytes())
+    data[0] ^= 1
+    victim.write_bytes(bytes(data))
+    assert corpus_main(["verify", str(tampered)]) == 1
+    assert victim.name in capsys.readouterr().err
