@@ -5,12 +5,15 @@ import dagster as dg
 from pydantic import Field
 
 from corpus_assets.domain.accounting import check_canonical_accounting
-from corpus_assets.domain.canonical_layer import CANONICAL_CODE_VERSION, build_canonical
+from corpus_assets.domain.canonical_layer import CANONICAL_ASSET, CANONICAL_CODE_VERSION, build_canonical
 from corpus_assets.domain.capture import RAW_ASSET
 from corpus_assets.domain.keys import parse_snapshot_key
+from corpus_assets.domain.purge import purge_snapshot
+from corpus_assets.domain.tombstones import load_tombstones
 from corpus_assets.metadata import counts_table, markdown_table, version_metadata
 from corpus_assets.partitions import snapshots_partitions
 from corpus_assets.raw_snapshot import raw_snapshot
+from resources.catalog import CatalogResource
 from resources.sources import SourcesResource
 from resources.storage import StorageResource
 
@@ -46,6 +49,7 @@ def canonical_records(
     config: CanonicalConfig,
     storage: StorageResource,
     sources: SourcesResource,
+    catalog: CatalogResource,
 ) -> dg.MaterializeResult:
     key = context.partition_key
     source_id, _ = parse_snapshot_key(key)
@@ -53,13 +57,22 @@ def canonical_records(
     source = cfg.get(source_id)
     store = storage.store()
     raw = store.require_current(RAW_ASSET, key)
+    tombstones = load_tombstones(catalog.catalog())
     summary = build_canonical(
-        store, source, key, cfg.canonical, raw_version=raw, batch_size=config.batch_size, log=context.log.info
+        store, source, key, cfg.canonical, raw_version=raw, batch_size=config.batch_size, log=context.log.info,
+        tombstones=tombstones,
     )
-    report = check_canonical_accounting(raw, summary.version)
+    version = summary.version
+    if summary.outcomes.get("deleted"):
+        # a re-captured item that a deletion request covers: stub its raw bytes too (ids stay)
+        purged = purge_snapshot(store, key, tombstones, request_ids=list(tombstones.request_ids))
+        context.log.info(f"{key}: {summary.outcomes['deleted']} tombstoned record(s) refused; raw items stubbed: {purged.get('deleted_items', 0)}")
+        raw = store.require_current(RAW_ASSET, key)
+        version = store.require_current(CANONICAL_ASSET, key)
+    report = check_canonical_accounting(raw, version)
     reason_rows = sorted(summary.reasons.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0][1]))
     return dg.MaterializeResult(
-        data_version=dg.DataVersion(summary.version.content_digest),
+        data_version=dg.DataVersion(version.content_digest),
         metadata={
             "items_in": dg.MetadataValue.int(summary.items),
             "accepted": dg.MetadataValue.int(summary.outcomes.get("accepted", 0)),
@@ -76,7 +89,7 @@ def canonical_records(
             "languages": dg.MetadataValue.md(counts_table(summary.langs, "lang")),
             "policy_version": summary.policy_version,
             "raw_version": raw.version,
-            **version_metadata(summary.version),
+            **version_metadata(version),
         },
         check_results=[
             dg.AssetCheckResult(

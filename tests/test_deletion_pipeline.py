@@ -128,6 +128,24 @@ def test_withdrawal_and_takedown_reach_every_artifact_and_revoke_the_old_release
         ids = set(pq.read_table(f, columns=["record_id"]).column(0).to_pylist())
         assert not ids & {"site_docs:gc", "site_docs:pathlib"}, f
     assert corpus_main(["verify", "r1"]) == 0
+    # a later capture of the same files cannot bring either back: refused at canonicalization
+    # with a reason code, and the raw bytes stubbed
+    from datetime import timedelta
+
+    from corpus_assets.domain.keys import snapshot_key
+    from release_fixture import T0
+
+    with dg.instance_for_test() as instance:
+        key = snapshot_key("site_docs", T0 + timedelta(hours=2))
+        instance.add_dynamic_partitions("snapshots", [key])
+        assert defs.resolve_job_def("snapshot_job").execute_in_process(instance=instance, partition_key=key).success
+    item = {"gc": "docs.jsonl#L1", "venv": "docs.jsonl#L2", "pathlib": "docs.jsonl#L4"}  # lines of docs.jsonl
+    decisions = {d["item_id"]: d for d in store.require_current("canonical_records", key).read_table("decisions").to_pylist()}
+    assert {(decisions[item[k]]["outcome"], decisions[item[k]]["reason"]) for k in ("gc", "pathlib")} == {("deleted", "deletion.tombstoned")}
+    assert decisions[item["venv"]]["outcome"] == "accepted"
+    raw = {r["item_id"]: r for r in store.require_current("raw_snapshot", key).read_table("items").to_pylist()}
+    assert raw[item["pathlib"]]["content"] is None and raw[item["gc"]]["content"] is None and raw[item["venv"]]["content"]
+    assert scan_for_tombstoned(store, corpus_env, load_tombstones(cat)) == []
     tampered = tmp_path / "tampered"
     shutil.copytree(new_path, tampered)
     victim = sorted(tampered.glob("shards/train/*.bin"))[0]

@@ -83,7 +83,12 @@ def build_canonical(
     raw_version: LayerVersion,
     batch_size: int = 256,
     log: Optional[Callable[[str], None]] = None,
+    tombstones=None,
 ) -> CanonicalSummary:
+    """Canonicalize every raw item of the snapshot. ``tombstones`` (a ``tombstones.TombstoneSet``):
+    a record whose id, text digest, item URI or source was tombstoned by a deletion request is not
+    kept — its decision is ``deleted`` / ``deletion.tombstoned`` naming the request (the record id
+    is kept so ``purge.purge_snapshot`` can stub the raw item afterwards)."""
     policy_id = policy_version(policy)
     build_spec = {
         "code_version": CANONICAL_CODE_VERSION,
@@ -109,6 +114,7 @@ def build_canonical(
                     rows.clear()
 
         for index, item in iter_raw_items(raw_version, batch_size):
+            record_id_deleted = None
             out = canonicalize_item(item, index, source, snapshot, policy)
             if out.record is not None:
                 if out.record.record_id in seen_ids:
@@ -118,8 +124,19 @@ def build_canonical(
                     out.record, out.private_reference = None, None
                 else:
                     seen_ids.add(out.record.record_id)
+                    hit = tombstones.is_tombstoned(
+                        record_id=out.record.record_id, text_sha256=out.record.text_sha256, uri=item.uri,
+                        source_id=source.id) if tombstones is not None and len(tombstones) else None
+                    if hit is not None:
+                        out.outcome = OUTCOME_OF[Reason.DELETION_TOMBSTONED]
+                        out.reason = Reason.DELETION_TOMBSTONED
+                        out.detail = f"deletion request {hit}"
+                        record_id_deleted = out.record.record_id
+                        out.record, out.private_reference = None, None
             outcome, reason = out.outcome.value, out.reason.value
             record_id = out.record.record_id if out.record is not None else None
+            if out.outcome is Outcome.DELETED:
+                record_id = record_id_deleted
             buf["decisions"].append(
                 {
                     "item_index": index,

@@ -85,7 +85,7 @@ STATUSES = ("received", "resolved", "runs_requested", "applied", "rejected")
 OPEN_STATUSES = ("received", "resolved", "runs_requested")
 MAX_REQUEST_FILE_BYTES = 1 << 20
 MAX_TEXT_FIELD = 4096  # requester, reason, uri, record id
-MAX_DETAIL = 2000
+MAX_DETAIL = 1 << 20  # the sensor keeps a JSON detail (releases, builds, affected runs)
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")

@@ -133,11 +133,17 @@ def _plan(raw: Optional[LayerVersion], canon: Optional[LayerVersion], curated: O
                 if hit is not None:
                     plan.ids.setdefault(rid, hit)
     if canon is not None:
-        for b in canon.iter_batches("decisions", batch_size=_BATCH, columns=["item_index", "record_id"]):
-            for idx, rid in zip(b.column(0).to_pylist(), b.column(1).to_pylist()):
+        for b in canon.iter_batches("decisions", batch_size=_BATCH, columns=["item_index", "record_id", "outcome", "detail"]):
+            for idx, rid, outcome, detail in zip(*(b.column(i).to_pylist() for i in range(4))):
                 if rid is None:
                     continue
-                if idx in plan.items:
+                if outcome == DELETED_OUTCOME:
+                    # refused at canonicalization (canonical_layer, tombstones given): the record id is
+                    # kept on the decision so its raw item can be stubbed here
+                    req = (detail or "").removeprefix("deletion request ").strip() or "tombstoned"
+                    plan.ids.setdefault(rid, ts.is_tombstoned(record_id=rid) or req)
+                    plan.items[idx] = plan.ids[rid]
+                elif idx in plan.items:
                     plan.ids.setdefault(rid, plan.items[idx])
                 elif rid in plan.ids:
                     plan.items[idx] = plan.ids[rid]
