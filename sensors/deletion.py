@@ -137,32 +137,22 @@ def deletion_requests_sensor(context: dg.SensorEvaluationContext):
     requests: list[dg.RunRequest] = []
     for req in pending(cat):
         rid = req.request_id
-        if req.status == "received":
-            resolution = resolve(store, req)
-            generation = write_tombstones(cat, rid, resolution)
-            summary = resolution.summary()
-            published = {r["release"]: [] for r in registry(cat) if r["release"] in summary["releases"]}
-            for r in registry(cat):
-                if r["release"] in published and r["status"] == "published":
-                    published[r["release"]].append(r["build_id"])
-            runs = sorted({c["run_id"] for rel, builds in published.items() for b in builds for c in consumers(cat, rel, b)})
-            detail = {"copies": summary["copies"], "record_ids": summary["record_ids"], "scope": summary["scope"],
-                      "releases": sorted(summary["releases"]), "published_builds": published,
-                      "affected_runs": runs, "note": MODEL_NOTE if runs else ""}
-            set_status(cat, rid, "resolved", json.dumps(detail, sort_keys=True), generation=generation)
-            context.log.info(f"{rid}: {summary['copies']} record copies tombstoned (generation {generation}); "
-                             f"releases affected: {sorted(summary['releases']) or 'none'}; training runs affected: {runs or 'none'}")
+        if req.status == "received" or (req.status == "resolved" and not _detail(req)):
+            # (a crash after the tombstones were written but before the detail was: redo it —
+            # write_tombstones is idempotent per request and the layers are not purged yet)
+            _resolve(context, cat, store, req)
             continue
         detail = _detail(req)
         purge_runs = _runs(context.instance, rid, "purge")
-        if req.status == "resolved" or not purge_runs:
+        if req.status == "resolved":
+            set_status(cat, rid, "runs_requested", req.status_detail)
+        if not purge_runs:
+            # the run key makes the daemon drop a second request for the same purge
             requests.append(dg.RunRequest(
                 run_key=f"purge:{rid}", job_name="deletion_purge_job",
                 run_config={"ops": {"purge_deleted_records": {"config": {"request_id": rid}}}},
                 tags={TAG_REQUEST: rid, TAG_STEP: "purge"},
             ))
-            if req.status == "resolved":
-                set_status(cat, rid, "runs_requested", req.status_detail)
             continue
         if _failed(purge_runs):
             context.log.error(f"{rid}: the purge run failed; fix the cause and re-execute run {purge_runs[0].run_id}")
@@ -201,6 +191,24 @@ def deletion_requests_sensor(context: dg.SensorEvaluationContext):
         context.log.info(f"{rid}: applied; releases rebuilt: {releases or 'none'}; "
                          f"affected training runs: {detail.get('affected_runs') or 'none'}")
     return dg.SensorResult(run_requests=requests)
+
+
+def _resolve(context, cat: Catalog, store: LayerStore, req) -> None:
+    rid = req.request_id
+    resolution = resolve(store, req)
+    generation = write_tombstones(cat, rid, resolution)
+    summary = resolution.summary()
+    published: dict[str, list[str]] = {rel: [] for rel in summary["releases"]}
+    for r in registry(cat):
+        if r["release"] in published and r["status"] == "published":
+            published[r["release"]].append(r["build_id"])
+    runs = sorted({c["run_id"] for rel, builds in published.items() for b in builds for c in consumers(cat, rel, b)})
+    detail = {"copies": summary["copies"], "record_ids": summary["record_ids"], "scope": summary["scope"],
+              "releases": sorted(summary["releases"]), "published_builds": published,
+              "affected_runs": runs, "note": MODEL_NOTE if runs else ""}
+    set_status(cat, rid, "resolved", json.dumps(detail, sort_keys=True), generation=generation)
+    context.log.info(f"{rid}: {summary['copies']} record copies tombstoned (generation {generation}); "
+                     f"releases affected: {sorted(summary['releases']) or 'none'}; training runs affected: {runs or 'none'}")
 
 
 def request_status(request_id: str) -> dict:

@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from corpus_assets.domain.faults import pause_point
 from corpus_assets.domain.layer_store import LayerStore
 from corpus_assets.domain.publish import PublishResult, build_id as compute_build_id, publish_release
 from corpus_assets.domain.release_inputs import gather_release_inputs
@@ -96,6 +97,7 @@ def build_release(
 
     def stage(tmp: Path) -> None:
         stage_shards(store.home, shard_rows, tmp)
+        pause_point("release_manifest:staged")  # artifacts staged, manifest and pointer not written
 
     def make_manifest(_tmp: Path, _artifacts: list[dict]) -> dict:
         return {"version": bid, **_manifest(release, release_spec, sections, package_version, tombstone_count)}

@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field
 
+from corpus_assets.domain.faults import pause_point
 from corpus_assets.domain.hashing import canonical_json
 from corpus_assets.domain.layer_store import LayerStore, LayerVersion, TableSpec
 from corpus_assets.domain.mixture_layer import packable_views
@@ -226,6 +227,7 @@ def build_packed_shards(
             }
             log(f"packed_shards {release}/{split}: {rows.size} samples -> {len(blocks)} blocks of {policy.seq_len}, "
                 f"{len(metas)} shards, utilization {st.utilization:.1%}, padding {st.padding}, dropped {st.dropped_tokens}")
+        pause_point("packed_shards:staged")  # every shard written, nothing renamed or published yet
         set_digest = hashlib.sha256(canonical_json({s: all_meta[s] for s in sorted(all_meta)})).hexdigest()
         final = set_parent / set_digest[:16]
         if final.exists():

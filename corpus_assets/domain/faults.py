@@ -1,0 +1,23 @@
+"""Fault injection for the reliability tests: named pause points where a test can SIGKILL us.
+
+``pause_point("packed_shards:staged")`` does nothing unless the environment variable
+``CORPUS_PAUSE_AT`` names that point; then it creates the file named by ``CORPUS_PAUSE_FILE``
+(so the test knows the process got there) and sleeps until it is killed. Production runs never
+set the variable; the points mark the moments a crash is most harmful (files staged, pointer not
+yet moved).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+
+def pause_point(name: str) -> None:
+    if os.environ.get("CORPUS_PAUSE_AT") != name:
+        return
+    marker = os.environ.get("CORPUS_PAUSE_FILE")
+    if marker:
+        Path(marker).write_text(f"{name} {os.getpid()}\n")
+    time.sleep(float(os.environ.get("CORPUS_PAUSE_SECONDS", "600")))

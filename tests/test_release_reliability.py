@@ -1,0 +1,188 @@
+"""Reliability of publishing and deletion, with real processes:
+
+* SIGKILL in the middle of packed_shards and of release_manifest: nothing partial is visible, and
+  the rerun publishes the same content digest as an uninterrupted build;
+* two processes materializing the same release at once publish one version, the other reuses it;
+* the deletion sensor dying between resolving a request and requesting its runs loses nothing and
+  applies nothing twice.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import dagster as dg
+import pytest
+
+from corpus_assets.domain.catalog import Catalog
+from corpus_assets.domain.layer_store import LayerStore
+from corpus_assets.domain.release_registry import registry
+from release_fixture import TOKENIZER, build_snapshots, setup_release
+
+BODY = ("split: {fractions: [0.6, 0.2, 0.2]}\n" + TOKENIZER
+        + "packing: {seq_len: 128, overlength: split, pad_token: '<|pad|>'}\nshards: {positions: 512}\n")
+
+
+def _built(tmp_path, monkeypatch, corpus_env):
+    """Snapshots and the whole release built once in the persistent instance at DAGSTER_HOME."""
+    setup_release(tmp_path, monkeypatch, BODY)
+    from corpus_assets.definitions import build_definitions
+
+    defs = build_definitions()
+    with dg.DagsterInstance.get() as instance:
+        build_snapshots(defs, instance)
+        instance.add_dynamic_partitions("releases", ["r1"])
+        assert defs.resolve_job_def("release_job").execute_in_process(instance=instance, partition_key="r1").success
+    store = LayerStore(corpus_env)
+    return defs, store
+
+
+def _materialize_cmd(select: str) -> list[str]:
+    return [sys.executable, "-m", "dagster", "asset", "materialize", "-m", "corpus_assets.definitions",
+            "--select", select, "--partition", "r1"]
+
+
+def _run_and_kill_at(point: str, select: str, tmp_path) -> None:
+    marker = tmp_path / f"paused-{point.replace(':', '-')}"
+    env = dict(os.environ, CORPUS_PAUSE_AT=point, CORPUS_PAUSE_FILE=str(marker))
+    proc = subprocess.Popen(_materialize_cmd(select), env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    while not marker.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"process ended before {point}: {proc.stderr.read().decode()[-3000:]}")
+        if time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise AssertionError(f"{point} not reached in time")
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)  # the step runs in a child process of the CLI: kill the group
+    proc.wait()
+
+
+def _forget(store: LayerStore, corpus_env, *, shards: bool, release: bool, cat: Catalog) -> None:
+    """Remove what an earlier build left, so the next build is a first build again."""
+    if shards:
+        shutil.rmtree(store.partition_dir("packed_shards", "r1"))
+        shutil.rmtree(corpus_env / "shards" / "r1")
+    if release:
+        shutil.rmtree(corpus_env / "releases" / "r1")
+        with cat.transaction() as conn:
+            conn.execute("DELETE FROM release_registry WHERE release = 'r1'")
+
+
+def test_sigkill_mid_packed_shards_and_mid_release_manifest_leaves_nothing_partial(tmp_path, monkeypatch, corpus_env):
+    defs, store = _built(tmp_path, monkeypatch, corpus_env)
+    cat = Catalog.at(corpus_env / "catalog.duckdb")
+    shards_digest = store.require_current("packed_shards", "r1").content_digest
+    (published,) = [r for r in registry(cat, "r1") if r["status"] == "published"]
+
+    # 1) killed after every shard was written, before the shard set was renamed and the layer committed
+    _forget(store, corpus_env, shards=True, release=True, cat=cat)
+    _run_and_kill_at("packed_shards:staged", "packed_shards", tmp_path)
+    assert store.current("packed_shards", "r1") is None  # no CURRENT: nothing visible
+    leftovers = [p.name for p in (corpus_env / "shards" / "r1").iterdir()]
+    assert leftovers and all(n.startswith(".tmp-") for n in leftovers)  # only staging, never a set
+    # 2) the rerun (with release_manifest) publishes exactly what an uninterrupted build did
+    proc = subprocess.run(_materialize_cmd("packed_shards,release_manifest"), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert store.require_current("packed_shards", "r1").content_digest == shards_digest
+    assert [p.name for p in (corpus_env / "shards" / "r1").iterdir()] == [
+        store.require_current("packed_shards", "r1").manifest["report"]["shard_set"].rsplit("/", 1)[1]]
+    (again,) = [r for r in registry(cat, "r1") if r["status"] == "published"]
+    assert (again["build_id"], again["content_digest"]) == (published["build_id"], published["content_digest"])
+
+    # 3) killed while the release is staged: no CURRENT, no build directory, nothing registered
+    _forget(store, corpus_env, shards=False, release=True, cat=cat)
+    _run_and_kill_at("release_manifest:staged", "release_manifest", tmp_path)
+    rdir = corpus_env / "releases" / "r1"
+    assert not (rdir / "CURRENT").exists()
+    assert all(p.name.startswith((".tmp-", ".new-")) for p in rdir.iterdir())
+    assert registry(cat, "r1") == []
+    proc = subprocess.run(_materialize_cmd("release_manifest"), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (final,) = [r for r in registry(cat, "r1") if r["status"] == "published"]
+    assert final["content_digest"] == published["content_digest"]
+    assert sorted(p.name for p in rdir.iterdir()) == sorted(["CURRENT", final["build_id"]])  # staging cleaned up
+
+
+def test_two_processes_publishing_the_same_release_publish_one_version(tmp_path, monkeypatch, corpus_env):
+    defs, store = _built(tmp_path, monkeypatch, corpus_env)
+    cat = Catalog.at(corpus_env / "catalog.duckdb")
+    (published,) = [r for r in registry(cat, "r1") if r["status"] == "published"]
+    _forget(store, corpus_env, shards=False, release=True, cat=cat)
+    procs = [subprocess.Popen(_materialize_cmd("release_manifest"), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+             for _ in range(2)]
+    for p in procs:
+        assert p.wait(timeout=600) == 0, p.stderr.read().decode()[-3000:]
+    rows = registry(cat, "r1")
+    assert [(r["build_id"], r["content_digest"], r["status"]) for r in rows] == [
+        (published["build_id"], published["content_digest"], "published")]
+    rdir = corpus_env / "releases" / "r1"
+    assert sorted(p.name for p in rdir.iterdir()) == sorted(["CURRENT", published["build_id"]])
+    with dg.DagsterInstance.get() as instance:
+        events = instance.fetch_materializations(dg.AssetKey("release_manifest"), limit=10).records
+        reused = sorted(e.asset_materialization.metadata["reused"].value for e in events[:2])
+    assert reused == [False, True]  # one published, the other reused it
+
+
+def test_sensor_dying_between_resolving_and_requesting_runs_loses_nothing_and_applies_nothing_twice(
+        tmp_path, monkeypatch, corpus_env):
+    defs, store = _built(tmp_path, monkeypatch, corpus_env)
+    cat = Catalog.at(corpus_env / "catalog.duckdb")
+    from corpus_assets.cli import main as corpus_main
+
+    assert corpus_main(["delete", "--record-id", "site_docs:venv", "--requester", "a@example.org", "--reason", "withdrawn"]) == 0
+    import sensors.deletion as deletion_sensor_module
+
+    real_set_status = deletion_sensor_module.set_status
+
+    def dying_set_status(catalog, request_id, status, detail, generation=None):
+        if status == "resolved":
+            raise SystemExit("killed between writing tombstones and recording the resolution")
+        return real_set_status(catalog, request_id, status, detail, generation)
+
+    launched: list[str] = []
+    with dg.DagsterInstance.get() as instance:
+        def tick():
+            ctx = dg.build_sensor_context(instance=instance, repository_def=defs.get_repository_def())
+            return defs.resolve_sensor_def("deletion_requests")(ctx).run_requests or []
+
+        monkeypatch.setattr(deletion_sensor_module, "set_status", dying_set_status)
+        with pytest.raises(SystemExit):
+            tick()
+        monkeypatch.setattr(deletion_sensor_module, "set_status", real_set_status)
+        with cat.transaction() as conn:
+            (tombstones_after_crash,) = conn.execute("SELECT count(*) FROM tombstones").fetchone()
+        assert tombstones_after_crash > 0  # the tombstones were durable before the "crash"
+        # a restarted sensor (fresh context, no cursor) finishes the request; each run exactly once
+        for _ in range(8):
+            requests = tick()
+            if requests:  # a second evaluation before the runs are launched asks for the same run keys
+                assert [r.run_key for r in tick()] == [r.run_key for r in requests]
+            for rr in requests:
+                assert rr.run_key not in launched
+                launched.append(rr.run_key)
+                kwargs = {"partition_key": rr.partition_key} if rr.partition_key else {}
+                assert defs.resolve_job_def(rr.job_name).execute_in_process(
+                    instance=instance, run_config=rr.run_config or {}, tags=rr.tags, **kwargs).success
+            if not requests and not tick():
+                break
+    with cat.transaction() as conn:
+        (tombstones_final,) = conn.execute("SELECT count(*) FROM tombstones").fetchone()
+        statuses = conn.execute("SELECT status FROM deletion_requests").fetchall()
+    assert tombstones_final == tombstones_after_crash  # never written twice
+    assert statuses == [("applied",)]
+    assert sorted(k.split(":")[0] for k in launched) == ["purge", "rebuild"]
+    rows = registry(cat, "r1")
+    assert sorted(r["status"] for r in rows) == ["published", "revoked"]
+    new = [r for r in rows if r["status"] == "published"][0]
+    ids = set()
+    import pyarrow.parquet as pq
+
+    for f in (corpus_env / new["path"]).glob("shards/*/*.spans.parquet"):
+        ids.update(pq.read_table(f, columns=["record_id"]).column(0).to_pylist())
+    assert "site_docs:venv" not in ids and "site_docs:gc" in ids
