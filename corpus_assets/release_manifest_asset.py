@@ -6,7 +6,9 @@ import dagster as dg
 
 from corpus_assets.domain.publish import ReleaseConflictError, ReleaseVerificationError, verify_release
 from corpus_assets.domain.release_build import build_release
-from corpus_assets.domain.release_registry import register_published
+from corpus_assets.domain.purge import scan_for_tombstoned
+from corpus_assets.domain.release_inputs import release_snapshots
+from corpus_assets.domain.release_registry import register_published, registry
 from corpus_assets.domain.tombstones import load_tombstones
 from corpus_assets.metadata import markdown_table
 from corpus_assets.packed_shards_asset import packed_shards_asset
@@ -45,7 +47,11 @@ def package_version() -> str:
         dg.AssetCheckSpec("release_verifies", asset="release_manifest",
                           description="every artifact re-hashes to its manifest digest (corpus verify)."),
         dg.AssetCheckSpec("no_tombstoned_records", asset="release_manifest",
-                          description="no shard span of the published release names a tombstoned record."),
+                          description="no current artifact of this release (its layers, its snapshots' layers, its "
+                                      "shard spans) names a tombstoned record, URI, source or content digest."),
+        dg.AssetCheckSpec("tombstones_never_shrink", asset="release_manifest",
+                          description="the tombstone table holds at least as many tombstones as any earlier build of "
+                                      "this release applied: a rebuild never empties it."),
     ],
 )
 def release_manifest_asset(
@@ -103,8 +109,30 @@ def release_manifest_asset(
         metadata={"files": report.files, "bytes": report.bytes} if report else {"error": verify_error},
     )
     hits = _tombstoned_in_release(r.path, tombs)
+    if len(tombs):
+        scope = {name, *release_snapshots(store.require_current("dedup_clusters", name))}
+        hits += [{k: f[k] for k in ("asset", "partition", "column", "value") if k in f}
+                 for f in scan_for_tombstoned(store, store.home, tombs) if f.get("partition") in scope]
     yield dg.AssetCheckResult(check_name="no_tombstoned_records", passed=not hits,
                               metadata={"tombstones": len(tombs), "hits": dg.MetadataValue.json(hits[:20])})
+    earlier = _earlier_tombstone_counts(store.home, cat, name, r.build_id)
+    yield dg.AssetCheckResult(
+        check_name="tombstones_never_shrink", passed=all(n <= len(tombs) for n in earlier.values()),
+        metadata={"tombstones_now": len(tombs), "earlier_builds": dg.MetadataValue.json(earlier)},
+    )
+
+
+def _earlier_tombstone_counts(home, cat, release: str, build_id: str) -> dict:
+    import json
+
+    out = {}
+    for row in registry(cat, release):
+        if row["build_id"] == build_id:
+            continue
+        m = home / row["path"] / "manifest.json"
+        if m.is_file():
+            out[row["build_id"][:16]] = json.loads(m.read_text(encoding="utf-8")).get("tombstones", {}).get("count", 0)
+    return out
 
 
 def _tombstoned_in_release(path, tombs) -> list[dict]:

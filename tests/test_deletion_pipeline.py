@@ -90,6 +90,13 @@ def test_withdrawal_and_takedown_reach_every_artifact_and_revoke_the_old_release
         launched += _tick_until_applied(defs, instance, cat, takedown)
         # each request: one purge run and one rebuild, never twice
         assert len(launched) == len(set(launched)) == 4
+        checks = {}
+        for ev in instance.get_records_for_run(
+                [r for r in instance.get_runs() if r.tags.get("corpus/deletion_step") == "rebuild"][0].run_id).records:
+            e = ev.event_log_entry.dagster_event
+            if e is not None and e.event_type_value == "ASSET_CHECK_EVALUATION":
+                checks[e.event_specific_data.check_name] = e.event_specific_data.passed
+        assert checks["no_tombstoned_records"] is True and checks["tombstones_never_shrink"] is True
         # further ticks request nothing
         ctx = dg.build_sensor_context(instance=instance, repository_def=defs.get_repository_def())
         assert not (defs.resolve_sensor_def("deletion_requests")(ctx).run_requests or [])
