@@ -18,8 +18,9 @@ records available), sampled records (plan draws), materialized tokens (view toke
 blocks, EOS included, packer BOS excluded) and effective label tokens (positions of that source
 whose loss mask is 1).
 
-Known limit: a split is packed in memory (all its blocks, then written); packing itself is
-chunked (``packing.Packer``) — streaming the writer is the next step for very large releases.
+Memory: a split is packed in chunks of samples and each shard is written as soon as it is full
+(``shards.ShardWriter``); what stays in memory is the release's views table (read once) plus one
+chunk. Known limit: reading the views table whole — a per-split streaming read is the next step.
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ from corpus_assets.domain.faults import pause_point
 from corpus_assets.domain.hashing import canonical_json
 from corpus_assets.domain.layer_store import LayerStore, LayerVersion, TableSpec
 from corpus_assets.domain.mixture_layer import packable_views
-from corpus_assets.domain.packing import PackedBlocks, PackingPolicy, coverage_check, pack_arrays, packing_policy_version
-from corpus_assets.domain.shards import shard_capacity, with_record_labels, write_shard_manifest, write_shards
+from corpus_assets.domain.packing import Packer, PackedBlocks, PackingPolicy, coverage_check, packing_policy_version
+from corpus_assets.domain.shards import ShardWriter, shard_capacity, with_record_labels, write_shard_manifest
 
 SHARDS_ASSET = "packed_shards"
 SHARDS_LAYER_VERSION = "packed-shards-layer-1"
@@ -146,6 +147,48 @@ def _label_counts(blocks: PackedBlocks, labels: dict[str, str]) -> dict[str, dic
     return out
 
 
+def _pack_and_write(table: pa.Table, rows: np.ndarray, policy: PackingPolicy, bos_id: Optional[int], out: Path,
+                    split: str, shard_spec: ShardSpec, tokenizer_digest: str, vocab_size: int,
+                    sources: dict, domains: dict, mix_labels: dict, chunk_samples: int = 4096):
+    """Pack ``rows`` of a views table in chunks of samples and write each shard as soon as it is
+    full (``shards.ShardWriter``): memory is one chunk of views plus less than one shard, whatever
+    the split size. Bytes equal a single pack + write (both are chunk-size independent)."""
+    packer = Packer(policy, bos_id=bos_id)
+    writer = ShardWriter(out, split, seq_len=policy.seq_len, shard_positions=shard_spec.positions,
+                         tokenizer_digest=tokenizer_digest, vocab_size=vocab_size, pad_segment_id=0)
+    stats = None
+    ok = True
+    per_source: dict[str, dict[str, int]] = {}
+    details: list = []
+
+    def emit(part: PackedBlocks) -> None:
+        nonlocal stats, ok
+        stats = part.stats if stats is None else stats + part.stats
+        if not len(part):
+            return
+        good, detail = coverage_check(part)
+        if not good:
+            ok = False
+            details.append(detail)
+            return
+        spans = with_record_labels(with_record_labels(part.spans, "source", sources), "domain", domains)
+        writer.add(tokens=part.tokens, loss_mask=part.loss_mask, segment_ids=part.segment_ids, spans=spans,
+                   position_ids=part.position_ids if policy.reset_positions else None, first_block=part.first_block)
+        for k, v in _label_counts(part, mix_labels).items():
+            c = per_source.setdefault(k, {"materialized_tokens": 0, "label_tokens": 0})
+            c["materialized_tokens"] += v["materialized_tokens"]
+            c["label_tokens"] += v["label_tokens"]
+
+    for lo in range(0, rows.size, chunk_samples):
+        ids, mask, offs, lengths, rids, variants = _flat(table, rows[lo:lo + chunk_samples])
+        emit(packer.add_arrays(ids, mask, offs, lengths, rids, variants))
+    emit(packer.finish())
+    if not ok:
+        raise ValueError(f"packed blocks of {split} fail span coverage: {details[:1]}")
+    metas = writer.finish()
+    return metas, stats, ok, per_source
+
+
 def build_packed_shards(
     store: LayerStore,
     release: str,
@@ -197,24 +240,12 @@ def build_packed_shards(
                 report["splits"][split] = {"samples": 0, "blocks": 0, "shards": 0}
                 all_meta[split] = []
                 continue
-            ids, mask, offs, lengths, rids, variants = _flat(table, rows)
-            blocks = pack_arrays(ids, mask, offs, lengths, rids, variants, policy, bos_id)
-            ok, detail = coverage_check(blocks)
-            if not ok:
-                raise ValueError(f"packed blocks of {split} fail span coverage: {detail}")
-            spans = with_record_labels(blocks.spans, "source", sources)
-            spans = with_record_labels(spans, "domain", domains)
-            metas = write_shards(
-                tmp / split, f"{split}", tokens=blocks.tokens, loss_mask=blocks.loss_mask,
-                segment_ids=blocks.segment_ids, position_ids=blocks.position_ids if policy.reset_positions else None,
-                spans=spans, seq_len=policy.seq_len, shard_positions=shard_spec.positions,
-                tokenizer_digest=tokenizer_digest, vocab_size=vocab_size, pad_segment_id=0,
-            ) if len(blocks) else []
+            metas, st, ok, per_source = _pack_and_write(
+                table, rows, policy, bos_id, tmp / split, split, shard_spec, tokenizer_digest, vocab_size,
+                sources, domains, sources if mix_key == "source" else domains)
             if metas:
                 write_shard_manifest(tmp / split, metas)
             all_meta[split] = metas
-            st = blocks.stats
-            per_source = _label_counts(blocks, sources if mix_key == "source" else domains)
             report["splits"][split] = {
                 "samples": int(rows.size),
                 "shards": len(metas),
@@ -225,7 +256,7 @@ def build_packed_shards(
                 "dropped_pieces": len(st.dropped),
                 "per_source": per_source,
             }
-            log(f"packed_shards {release}/{split}: {rows.size} samples -> {len(blocks)} blocks of {policy.seq_len}, "
+            log(f"packed_shards {release}/{split}: {rows.size} samples -> {st.blocks} blocks of {policy.seq_len}, "
                 f"{len(metas)} shards, utilization {st.utilization:.1%}, padding {st.padding}, dropped {st.dropped_tokens}")
         pause_point("packed_shards:staged")  # every shard written, nothing renamed or published yet
         set_digest = hashlib.sha256(canonical_json({s: all_meta[s] for s in sorted(all_meta)})).hexdigest()
