@@ -11,6 +11,8 @@
     corpus delete --record-id ID | --uri URI | --source ID | --content-sha256 HEX | --content-file F
                   --requester WHO --reason WHY [--near-duplicates --near-threshold J]
                                 file a deletion request (the deletion sensor applies it)
+    corpus recipe run --config X --output DIR [--resume] [--export-hf DIR]
+                                run a recipe data job (generate, clean, dedup/exclude, calibrate, select)
 """
 
 from __future__ import annotations
@@ -189,6 +191,11 @@ def _cmd_delete(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["recipe"]:
+        from corpus_assets.domain.recipe.cli import recipe_main
+
+        return recipe_main(argv[1:])
     parser = argparse.ArgumentParser(prog="corpus", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("demo", help="build the demo end to end and print a summary")
@@ -200,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("snapshot", help="capture and materialize a new snapshot of a source")
     p.add_argument("source")
     p.set_defaults(func=_cmd_snapshot)
+    sub.add_parser("recipe", help="recipe data jobs: corpus recipe run --config X --output DIR [--resume] [--export-hf DIR]")
     p = sub.add_parser("layers", help="list the current layer versions")
     p.set_defaults(func=_cmd_layers)
     p = sub.add_parser("releases", help="list the release registry")

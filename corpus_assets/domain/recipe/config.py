@@ -1,0 +1,128 @@
+"""The configuration of one recipe data job (``DataJobConfig``) and loading it from YAML / JSON.
+
+Decisions
+---------
+* **Strict.** Every model forbids unknown fields, so a typo (``max_batch``) is an error naming the
+  field instead of a silently ignored budget.
+* **Paths.** ``inputs`` and ``exclude`` are files (an input may also be a directory). ``load_config``
+  resolves them relative to the config file's directory and stores absolute paths; a
+  ``DataJobConfig`` built in Python resolves relative paths against the process working directory
+  (``resolved()``). Paths inside ``params`` / ``calibration.params`` belong to the plugin and are
+  left alone.
+* **Budgets.** ``max_batches`` (default 1) bounds how many generate → … → select rounds run;
+  ``max_candidates`` (default unlimited) bounds the total number of *raw* candidates consumed from
+  the generator over all batches — a batch that would go past it is cut at the budget.
+* **Execution** settings are part of the config (and of its identity for resume) but never of the
+  dataset's content: the result is the same for any ``max_workers`` / ``batch_size`` / ``backend``.
+  ``prefetch`` bounds the chunks in flight (default ``2 * max_workers``).
+* JSON is read as YAML (a subset), so both go through ``config_files.read_yaml`` (with its
+  ``${ENV}`` interpolation) and errors name the file and the field.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from corpus_assets.domain.config_files import ConfigError, format_validation_error, read_yaml
+from corpus_assets.domain.recipe.protocol import RecipeError
+
+__all__ = [
+    "CalibrationConfig",
+    "DataJobConfig",
+    "ExecutionConfig",
+    "JobConfigError",
+    "load_config",
+]
+
+
+class JobConfigError(ConfigError, RecipeError):
+    """A data job configuration that does not validate; the message names the file and field."""
+
+
+def _check_spec(value: str, field_name: str) -> str:
+    module, sep, attr = value.partition(":")
+    if not sep or not module.strip() or not attr.strip():
+        raise ValueError(f"{field_name} must be 'module:callable', got {value!r}")
+    return value
+
+
+class ExecutionConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_workers: int = Field(1, ge=1)
+    batch_size: int = Field(256, ge=1)
+    backend: Literal["thread", "process"] = "thread"
+    max_retries: int = Field(0, ge=0)
+    retry_delay: float = Field(1.0, ge=0)
+    prefetch: Optional[int] = Field(None, ge=1)
+
+    @property
+    def prefetch_chunks(self) -> int:
+        return self.prefetch if self.prefetch is not None else 2 * self.max_workers
+
+
+class CalibrationConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    implementation: str
+    repeats: int = Field(1, ge=1)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("implementation")
+    @classmethod
+    def _implementation(cls, v: str) -> str:
+        return _check_spec(v, "implementation")
+
+
+class DataJobConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    recipe: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    target_count: int = Field(..., gt=0)
+    purpose: Literal["harness", "model", "joint"] = "joint"
+    seed: int = 0
+    max_batches: int = Field(1, ge=1)
+    max_candidates: Optional[int] = Field(None, ge=1)
+    inputs: list[Path] = Field(default_factory=list)
+    exclude: list[Path] = Field(default_factory=list)
+    calibration: Optional[CalibrationConfig] = None
+    execution: ExecutionConfig = Field(default_factory=ExecutionConfig)
+
+    @field_validator("recipe")
+    @classmethod
+    def _recipe(cls, v: str) -> str:
+        return _check_spec(v, "recipe")
+
+    def resolved(self, base_dir: Path | str | None = None) -> "DataJobConfig":
+        """A copy whose ``inputs`` / ``exclude`` are absolute (relative ones joined to ``base_dir``,
+        default the working directory)."""
+        base = Path(base_dir) if base_dir is not None else Path.cwd()
+
+        def fix(paths: list[Path]) -> list[Path]:
+            return [(p if p.is_absolute() else base / p).resolve() for p in paths]
+
+        return self.model_copy(update={"inputs": fix(self.inputs), "exclude": fix(self.exclude)})
+
+    def identity(self) -> dict:
+        """The JSON form that is recorded in ``config.json`` / the manifest and compared on resume."""
+        return self.model_dump(mode="json")
+
+
+def load_config(path: Path | str) -> DataJobConfig:
+    """Read a YAML or JSON job config; paths in ``inputs`` / ``exclude`` are relative to it."""
+    path = Path(path)
+    try:
+        data = read_yaml(path)
+    except ConfigError as exc:
+        raise JobConfigError(str(exc)) from None
+    if not isinstance(data, dict):
+        raise JobConfigError(f"{path}: expected a mapping at top level")
+    try:
+        config = DataJobConfig.model_validate(data)
+    except ValidationError as exc:
+        raise JobConfigError(format_validation_error(str(path), exc)) from None
+    return config.resolved(path.resolve().parent)

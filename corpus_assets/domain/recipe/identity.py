@@ -1,0 +1,151 @@
+"""The identity of a data job: config, declared inputs, exclusion files and source digests.
+
+A job's identity decides whether ``--resume`` may reuse its checkpoints and is recorded in the
+manifest of the dataset it publishes.
+
+Decisions
+---------
+* Components, compared one by one so a refusal can say *what* changed:
+  ``config`` (the whole validated config, execution settings included), ``inputs`` and
+  ``exclude`` (sha256 of each declared file; a directory digests its files' relative paths and
+  contents), ``recipe_sources`` (the factory module's file plus ``recipe.source_files()``),
+  ``calibrator_sources`` (the calibrator factory's module file) and ``executor_sources`` (this
+  package's own ``.py`` files — not ``examples/`` — plus the domain helpers it relies on).
+* Source files are keyed by absolute path: moving the project changes the identity, which is the
+  safe direction.
+* ``identity_digest`` is the digest of the canonical JSON of all components.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+from corpus_assets.domain.hashing import canonical_digest
+from corpus_assets.domain.recipe.config import DataJobConfig
+from corpus_assets.domain.recipe.plugins import module_file
+from corpus_assets.domain.recipe.protocol import RecipeError
+
+__all__ = [
+    "executor_source_files",
+    "file_digest",
+    "identity_changes",
+    "identity_digest",
+    "job_identity",
+    "path_digest",
+    "source_digests",
+]
+
+_PACKAGE = Path(__file__).resolve().parent
+_DOMAIN = _PACKAGE.parent
+
+
+def file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def path_digest(path: Path, field: str) -> str:
+    """sha256 of a file, or of a directory's sorted (relative path, file digest) list."""
+    path = Path(path)
+    if path.is_file():
+        return file_digest(path)
+    if path.is_dir():
+        entries = [
+            [p.relative_to(path).as_posix(), file_digest(p)] for p in sorted(path.rglob("*")) if p.is_file()
+        ]
+        return canonical_digest({"directory": entries})
+    raise RecipeError(f"{field}: {path} does not exist")
+
+
+def source_digests(paths: Iterable[Path], field: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for p in paths:
+        p = Path(p).resolve()
+        out[str(p)] = path_digest(p, field)
+    return dict(sorted(out.items()))
+
+
+def executor_source_files() -> list[Path]:
+    files = sorted(_PACKAGE.glob("*.py"))
+    files += [_DOMAIN / "hashing.py", _DOMAIN / "config_files.py"]
+    return files
+
+
+def _recipe_source_files(config: DataJobConfig, recipe: Any) -> list[Path]:
+    files: list[Path] = []
+    f = module_file(config.recipe)
+    if f is not None:
+        files.append(f)
+    extra = getattr(recipe, "source_files", None)
+    if callable(extra):
+        declared = extra()
+        if not isinstance(declared, (list, tuple)):
+            raise RecipeError("recipe.source_files() must return a list of paths")
+        files.extend(Path(p) for p in declared)
+    return files
+
+
+def job_identity(config: DataJobConfig, recipe: Any) -> dict:
+    calibrator_sources: dict[str, str] = {}
+    if config.calibration is not None:
+        f = module_file(config.calibration.implementation)
+        if f is not None:
+            calibrator_sources = source_digests([f], "calibration.implementation")
+    return {
+        "config": config.identity(),
+        "inputs": {str(p): path_digest(p, f"inputs[{i}]") for i, p in enumerate(config.inputs)},
+        "exclude": {str(p): path_digest(p, f"exclude[{i}]") for i, p in enumerate(config.exclude)},
+        "recipe_sources": source_digests(_recipe_source_files(config, recipe), "recipe.source_files()"),
+        "calibrator_sources": calibrator_sources,
+        "executor_sources": source_digests(executor_source_files(), "executor"),
+    }
+
+
+def identity_digest(identity: dict) -> str:
+    return canonical_digest(identity)
+
+
+_LABELS = {
+    "config": "config",
+    "inputs": "declared input",
+    "exclude": "exclude file",
+    "recipe_sources": "recipe source",
+    "calibrator_sources": "calibrator source",
+    "executor_sources": "executor source",
+}
+
+
+def _diff_mapping(label: str, old: dict, new: dict) -> list[str]:
+    out: list[str] = []
+    for key in sorted(set(old) | set(new)):
+        if key not in new:
+            out.append(f"{label} {key} was removed")
+        elif key not in old:
+            out.append(f"{label} {key} was added")
+        elif old[key] != new[key]:
+            out.append(f"{label} {key} changed")
+    return out
+
+
+def identity_changes(old: Optional[dict], new: dict) -> list[str]:
+    """Human-readable differences between two identities (empty when equal)."""
+    if not isinstance(old, dict):
+        return ["the stored job identity is missing or unreadable"]
+    changes: list[str] = []
+    for component, label in _LABELS.items():
+        a, b = old.get(component), new.get(component)
+        if a == b:
+            continue
+        if component == "config" and isinstance(a, dict) and isinstance(b, dict):
+            fields = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+            changes.append(f"config changed (field(s): {', '.join(fields)})")
+        elif isinstance(a, dict) and isinstance(b, dict):
+            changes.extend(_diff_mapping(label, a, b))
+        else:
+            changes.append(f"{label}s changed")
+    return changes
