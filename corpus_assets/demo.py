@@ -137,6 +137,11 @@ def run_demo(port: int | None = None, echo=print) -> dict:
     echo(f"release demo packed shards (T={pk['seq_len']}): " + ", ".join(
         f"{s} {r.get('blocks', 0)} blocks / {r.get('shards', 0)} shards, utilization {r.get('utilization', 0):.1%}, "
         f"padding {r.get('padding', 0)}, label rate {r.get('label_rate', 0):.1%}" for s, r in pk["splits"].items()))
+    from corpus_assets.domain.publish import current_release
+
+    published = current_release(home / "releases", "demo")
+    if published is not None:
+        echo(f"release demo published: {published}  (check it: corpus verify demo)")
     echo("")
     echo(f"data root (CORPUS_HOME): {home}")
     echo(f"  raw snapshots:     {store.layers_root / RAW_ASSET}  (owner-only)")
@@ -149,9 +154,11 @@ def run_demo(port: int | None = None, echo=print) -> dict:
     echo(f"  token views:       {store.layers_root / 'token_views' / 'demo'}")
     echo(f"  mixture plan:      {store.layers_root / 'mixture_plan' / 'demo'}")
     echo(f"  packed shards:     {home / pk['shard_set']}  (Megatron .bin/.idx + sidecars + spans)")
-    echo(f"  SQL reports:       {store.layers_root}/{{stage_accounting,curation_retention,contamination_summary}}")
+    echo(f"  releases:          {home / 'releases'}  (manifest.json, data_card.md, shards/)")
+    echo(f"  SQL reports:       {store.layers_root}/<model>/_all/  (one per dbt_like_sql/*.sql)")
     echo(f"  catalog:           {home / 'catalog.duckdb'}")
     echo(f"Dagster home:        {dagster_home}")
     echo("Open the UI: make ui  (then http://127.0.0.1:3000)")
     return {"snapshots": rows, "curated": curated, "skipped": skipped, "home": str(home), "dedup": dedup,
-            "splits": split_report, "tokenizer": tok, "token_views": tv, "mixture": mix, "packed_shards": pk}
+            "splits": split_report, "tokenizer": tok, "token_views": tv, "mixture": mix, "packed_shards": pk,
+            "published": str(published) if published else None}

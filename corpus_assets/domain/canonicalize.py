@@ -84,7 +84,7 @@ CODE_VERSION = "canonicalize-1"
 MAX_DETAIL = 300
 
 BYTE_SOURCE_KINDS = frozenset({"http_crawl", "local_dir", "warc"})
-ROW_SOURCE_KINDS = frozenset({"jsonl", "parquet"})
+ROW_SOURCE_KINDS = frozenset({"jsonl", "parquet", "recipe"})
 
 # adapters for byte sources: name, version
 DOCUMENT_ADAPTERS = {"html": ("html_resiliparse", "1"), "text": ("text_bytes", "1")}

@@ -81,7 +81,7 @@ def row_to_item(row: dict) -> RawItem:
     )
 
 
-def _source_items(source, previous_state, clock, log):
+def _source_items(source, previous_state, clock, log, snapshot=""):
     """(items iterator, finisher) where finisher() returns (has_changes, stats, state updates)."""
     if source.kind == "http_crawl":
         from corpus_assets.domain.crawl import Crawler
@@ -96,6 +96,11 @@ def _source_items(source, previous_state, clock, log):
             return crawler.has_changes, crawler.stats.as_dict(), updates
 
         return crawler.run(), finish
+    if source.kind == "recipe":
+        from corpus_assets.domain.recipe_source import run_recipe_capture
+        from corpus_assets.domain.settings import corpus_home
+
+        return run_recipe_capture(source, snapshot, home=corpus_home(), clock=clock, log=log)
     from corpus_assets.domain.readers import read_source_items
 
     return read_source_items(source, clock=clock, log=log), lambda: (True, {}, [])
@@ -122,7 +127,7 @@ def capture_snapshot(
         "source": source.model_dump(mode="json"),
         "snapshot": snapshot,
     }
-    items, finish = _source_items(source, previous_state, clock, log)
+    items, finish = _source_items(source, previous_state, clock, log, snapshot)
     counts: dict[str, int] = {}
     n = 0
     started = time.monotonic()

@@ -135,8 +135,19 @@ class WarcSource(_SourceBase):
         return LocalDirSource._safe_globs(v)
 
 
+class RecipeSource(_SourceBase):
+    """A recipe data job (``corpus_assets/domain/recipe``): each capture runs the job and its selected
+    tasks become a snapshot of task records (references kept owner-only)."""
+
+    kind: Literal["recipe"]
+    config: Path = Field(description="the data job config (YAML/JSON), as for `corpus recipe run --config`")
+    output_root: Optional[Path] = Field(default=None, description="job directories; default $CORPUS_HOME/recipes/<id>")
+    adapter: Literal["task"] = "task"
+    adapter_version: str = "1"
+
+
 SourceConfig = Annotated[
-    Union[HttpCrawlSource, LocalDirSource, JsonlSource, ParquetSource, WarcSource], Field(discriminator="kind")
+    Union[HttpCrawlSource, LocalDirSource, JsonlSource, ParquetSource, WarcSource, RecipeSource], Field(discriminator="kind")
 ]
 
 
@@ -178,11 +189,13 @@ def parse_sources(data: object, origin: str = "sources.yaml") -> SourcesFile:
 
 
 def load_sources(path: Path | str, env: Optional[dict[str, str]] = None) -> SourcesFile:
-    """Read, interpolate and validate a sources file. Relative roots resolve against its folder."""
+    """Read, interpolate and validate a sources file. Relative roots (and recipe config paths)
+    resolve against its folder."""
     path = Path(path)
     cfg = parse_sources(read_yaml(path, env), str(path))
     for s in cfg.sources:
-        root = getattr(s, "root", None)
-        if root is not None and not root.is_absolute():
-            s.root = (path.parent / root).resolve()
+        for attr in ("root", "config", "output_root"):
+            value = getattr(s, attr, None)
+            if isinstance(value, Path) and not value.is_absolute():
+                setattr(s, attr, (path.parent / value).resolve())
     return cfg
