@@ -16,7 +16,7 @@ def test_demo_end_to_end_and_incremental_rerun(corpus_env, monkeypatch):
     keys = [row[0] for row in summary["snapshots"]]
     sources = {k.split(".")[0] for k in keys}
     assert sources == {"pydocs", "project_docs", "demo_chat", "demo_sharegpt", "demo_instructions",
-                       "demo_preferences", "demo_reasoning", "demo_tasks"}
+                       "demo_preferences", "demo_reasoning", "demo_tasks", "demo_recipe"}
     pydocs = next(row for row in summary["snapshots"] if row[0].startswith("pydocs."))
     assert pydocs[1] >= 20 and pydocs[2] >= 20  # the crawl captured and accepted real documentation pages
     for key, items, accepted, rejected, quarantined in summary["snapshots"]:

@@ -9,6 +9,10 @@ Validation and test are not mixed: they keep their natural distribution and are 
 
 Without a ``mixture`` section the plan is the natural distribution read once: unit documents,
 ``alpha: 1``, budget = the number of training records, without replacement.
+
+Tables: ``plan`` (the draws, :data:`mixture.MIXTURE_PLAN_SCHEMA`) and ``sources`` (one row per
+source or tag with the report's target share, realized document / token shares, effective epochs
+and importance weight, so SQL reports can read them; ``dbt_like_sql/mixture_vs_target.sql``).
 """
 
 from __future__ import annotations
@@ -22,8 +26,44 @@ from corpus_assets.domain.layer_store import LayerStore, LayerVersion, TableSpec
 from corpus_assets.domain.mixture import MIXTURE_PLAN_SCHEMA, MixtureSpec, SourceUnits, build_plan, mixture_spec_version
 
 MIXTURE_ASSET = "mixture_plan"
-MIXTURE_LAYER_VERSION = "mixture-layer-1"
-MIXTURE_TABLES = {"plan": TableSpec(MIXTURE_PLAN_SCHEMA)}
+MIXTURE_LAYER_VERSION = "mixture-layer-2"  # 2: the per-source ``sources`` table
+# One row per source (or tag) of the plan: the report fields that SQL reports read (the ``plan``
+# table holds the draws themselves). importance_weight / target_weight are null without
+# ``target_weights``; shares are in [0, 1], effective epochs in the declared unit.
+SOURCES_SCHEMA = pa.schema(
+    [
+        ("source", pa.string()),
+        ("key", pa.string()),  # source | tag
+        ("unit", pa.string()),  # documents | tokens
+        ("target_share", pa.float64()),
+        ("quota", pa.int64()),
+        ("draws", pa.int64()),
+        ("tokens", pa.int64()),
+        ("document_share", pa.float64()),
+        ("token_share", pa.float64()),
+        ("available_records", pa.int64()),
+        ("available_tokens", pa.int64()),
+        ("unique_records", pa.int64()),
+        ("effective_epochs", pa.float64()),
+        ("epoch_limit", pa.float64()),
+        ("max_repeat", pa.int64()),
+        ("target_weight", pa.float64()),
+        ("importance_weight", pa.float64()),
+    ]
+)
+MIXTURE_TABLES = {"plan": TableSpec(MIXTURE_PLAN_SCHEMA), "sources": TableSpec(SOURCES_SCHEMA)}
+
+
+def sources_table(report: dict) -> pa.Table:
+    """The ``sources`` table of a plan report (sorted by source name)."""
+    rows = []
+    for name, r in sorted(report.get("sources", {}).items()):
+        rows.append({
+            "source": name, "key": report.get("key"), "unit": report.get("unit"),
+            **{f: r.get(f) for f in SOURCES_SCHEMA.names if f not in ("source", "key", "unit", "epoch_limit")},
+            "epoch_limit": report.get("epoch_limit"),
+        })
+    return pa.Table.from_pylist(rows, schema=SOURCES_SCHEMA)
 
 
 def packable_views(views: pa.Table) -> pa.Table:
@@ -90,5 +130,6 @@ def build_mixture_plan(
     }
     with store.new_version(MIXTURE_ASSET, release, MIXTURE_TABLES, build) as w:
         w.write("plan", table)
+        w.write("sources", sources_table(report))
         version = w.commit(extra_manifest={"report": report})
     return version, report

@@ -42,6 +42,10 @@ REPORT_LINKS = {
     "stage accounting": "dagster asset `stage_accounting` (dbt_like_sql/stage_accounting.sql)",
     "curation retention": "dagster asset `curation_retention` (dbt_like_sql/curation_retention.sql)",
     "contamination summary": "dagster asset `contamination_summary` (dbt_like_sql/contamination_summary.sql)",
+    "duplicate clusters": "dagster asset `duplicate_clusters` (dbt_like_sql/duplicate_clusters.sql)",
+    "split balance": "dagster asset `split_balance` (dbt_like_sql/split_balance.sql)",
+    "mixture vs target": "dagster asset `mixture_vs_target` (dbt_like_sql/mixture_vs_target.sql)",
+    "tombstones and revocations": "dagster asset `tombstones_and_revocations` (dbt_like_sql/tombstones_and_revocations.sql)",
 }
 
 
