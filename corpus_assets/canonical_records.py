@@ -10,7 +10,7 @@ from corpus_assets.domain.capture import RAW_ASSET
 from corpus_assets.domain.keys import parse_snapshot_key
 from corpus_assets.domain.purge import purge_snapshot
 from corpus_assets.domain.tombstones import load_tombstones
-from corpus_assets.metadata import counts_table, markdown_table, version_metadata
+from corpus_assets.metadata import counts_table, markdown_table, ratio, version_metadata
 from corpus_assets.partitions import snapshots_partitions
 from corpus_assets.raw_snapshot import raw_snapshot
 from resources.catalog import CatalogResource
@@ -24,6 +24,7 @@ class CanonicalConfig(dg.Config):
 
 @dg.asset(
     partitions_def=snapshots_partitions,
+    pool="catalog_writer",  # opens catalog.duckdb, which one process at a time may hold (docs/operations.md)
     deps=[raw_snapshot],
     group_name="ingestion",
     kinds={"python", "parquet"},
@@ -79,9 +80,7 @@ def canonical_records(
             "rejected": dg.MetadataValue.int(summary.outcomes.get("rejected", 0)),
             "quarantined": dg.MetadataValue.int(summary.outcomes.get("quarantined", 0)),
             "deleted": dg.MetadataValue.int(summary.outcomes.get("deleted", 0)),
-            "acceptance_rate": dg.MetadataValue.float(
-                summary.outcomes.get("accepted", 0) / summary.items if summary.items else 0.0
-            ),
+            "acceptance_rate": dg.MetadataValue.float(ratio(summary.outcomes.get("accepted", 0), summary.items)),
             "decisions": dg.MetadataValue.md(
                 markdown_table(["outcome", "reason", "items"], [(o, r, c) for (o, r), c in reason_rows])
             ),
@@ -96,10 +95,10 @@ def canonical_records(
                 check_name="accounting",
                 passed=report.passed,
                 metadata={
-                    "in": report.items_in,
-                    "accepted": report.accepted,
-                    "rejected": report.rejected,
-                    "quarantined": report.quarantined,
+                    "in": dg.MetadataValue.int(report.items_in),
+                    "accepted": dg.MetadataValue.int(report.accepted),
+                    "rejected": dg.MetadataValue.int(report.rejected),
+                    "quarantined": dg.MetadataValue.int(report.quarantined),
                     "problems": "; ".join(report.problems) or "none",
                 },
             )

@@ -12,7 +12,7 @@ from corpus_assets.domain.curated_layer import (
 )
 from corpus_assets.domain.eval_registry import EvalRegistry
 from corpus_assets.eval_registry import eval_registry, load_current_registry
-from corpus_assets.metadata import counts_table, markdown_table, version_metadata
+from corpus_assets.metadata import counts_table, markdown_table, ratio, version_metadata
 from corpus_assets.partitions import snapshots_partitions
 from resources.curation import CurationResource
 from resources.storage import StorageResource
@@ -77,10 +77,10 @@ def curated_records(
             "rejected": dg.MetadataValue.int(s.outcomes.get("rejected", 0)),
             "quarantined": dg.MetadataValue.int(s.outcomes.get("quarantined", 0)),
             "modified": dg.MetadataValue.int(s.modified),
-            "retention_rate": dg.MetadataValue.float(s.outcomes.get("accepted", 0) / s.records_in if s.records_in else 0.0),
+            "retention_rate": dg.MetadataValue.float(ratio(s.outcomes.get("accepted", 0), s.records_in)),
             "chars_in": dg.MetadataValue.int(chars_in),
             "chars_out": dg.MetadataValue.int(chars_out),
-            "char_retention_rate": dg.MetadataValue.float(chars_out / chars_in if chars_in else 0.0),
+            "char_retention_rate": dg.MetadataValue.float(ratio(chars_out, chars_in)),
             "retention": dg.MetadataValue.md(markdown_table(
                 ["source", "lang", "stage: reason", "records in", "records out", "chars in", "chars out", "char retention"],
                 retention_rows)),
@@ -102,12 +102,13 @@ def curated_records(
                 check_name="curation_accounting",
                 passed=decided == s.records_in == canonical.row_count("records") and v.row_count("decisions") == decided
                 and v.row_count("records") == s.outcomes.get("accepted", 0),
-                metadata={"in": canonical.row_count("records"), **{k: val for k, val in s.outcomes.items()}},
+                metadata={"in": dg.MetadataValue.int(canonical.row_count("records")),
+                          **{k: dg.MetadataValue.int(val) for k, val in s.outcomes.items()}},
             ),
             dg.AssetCheckResult(
                 check_name="no_pii_in_public",
                 passed=not pii_problems,
-                metadata={"findings": len(pii_problems), "records": ", ".join(sorted({p.rsplit(': ', 1)[0] for p in pii_problems})[:20]) or "none"},
+                metadata={"findings": dg.MetadataValue.int(len(pii_problems)), "records": ", ".join(sorted({p.rsplit(': ', 1)[0] for p in pii_problems})[:20]) or "none"},
             ),
             dg.AssetCheckResult(
                 check_name="registry_digest_recorded",

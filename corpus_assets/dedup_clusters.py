@@ -5,7 +5,7 @@ import dagster as dg
 from corpus_assets.curated_records import curated_records
 from corpus_assets.domain.dedup_layer import DEDUP_CODE_VERSION, SIGNATURES_ASSET, ReleaseDedupPolicy, build_dedup
 from corpus_assets.domain.config_files import validate
-from corpus_assets.metadata import markdown_table, version_metadata
+from corpus_assets.metadata import markdown_table, ratio, version_metadata
 from corpus_assets.minhash_signatures import minhash_signatures
 from corpus_assets.partitions import releases_partitions
 from resources.releases import ReleasesResource
@@ -53,7 +53,7 @@ def dedup_clusters(
             "kept": dg.MetadataValue.int(kept),
             "exact_duplicates": dg.MetadataValue.int(s.exact["duplicates_removed"]),
             "near_duplicates": dg.MetadataValue.int(s.near_removed),
-            "duplicate_rate": dg.MetadataValue.float(1 - kept / s.records if s.records else 0.0),
+            "duplicate_rate": dg.MetadataValue.float(ratio(s.records - kept, s.records)),
             "candidate_pairs": dg.MetadataValue.int(s.candidates),
             "superseded_copies": dg.MetadataValue.int(s.superseded),
             "snapshots": dg.MetadataValue.md("\n".join(f"- {k}" for k in s.snapshots)),

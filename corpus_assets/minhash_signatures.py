@@ -34,7 +34,7 @@ def minhash_signatures(context: dg.AssetExecutionContext, storage: StorageResour
         metadata={
             "records": dg.MetadataValue.int(version.row_count("signatures")),
             "minhash_policy": minhash_policy_version(policy),
-            "num_perm": policy.num_perm,
+            "num_perm": dg.MetadataValue.int(policy.num_perm),
             "shingles": f"{policy.shingles.unit} {policy.shingles.size}-grams",
             "hash_function": policy.hash_function,
             **version_metadata(version),

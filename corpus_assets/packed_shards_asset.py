@@ -29,7 +29,7 @@ from resources.storage import StorageResource
         "validation / test (stream, or atomic by Algorithm 18.2 / best fit), with segment ids, loss masks "
         "where padding and cross-sample predictions are never targets, and provenance spans for every "
         "position. Written as Megatron indexed-dataset shards (.bin/.idx) plus sidecars, in a "
-        "content-addressed shard set under $CORPUS_HOME/shards/<release>/."
+        "content-addressed shard set under `$CORPUS_HOME/shards/<release>/`."
     ),
     check_specs=[
         dg.AssetCheckSpec("span_coverage", asset="packed_shards",

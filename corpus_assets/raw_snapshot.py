@@ -27,6 +27,7 @@ def commit_capture_to_catalog(catalog, source, result) -> None:
 
 @dg.asset(
     partitions_def=snapshots_partitions,
+    pool="catalog_writer",  # opens catalog.duckdb, which one process at a time may hold (docs/operations.md)
     group_name="ingestion",
     kinds={"python", "parquet"},
     owners=["team:corpus"],

@@ -31,6 +31,7 @@ def package_version() -> str:
 @dg.asset(
     name="release_manifest",
     partitions_def=releases_partitions,
+    pool="catalog_writer",  # opens catalog.duckdb, which one process at a time may hold (docs/operations.md)
     deps=[packed_shards_asset],
     group_name="releases",
     kinds={"python", "json"},
@@ -40,7 +41,7 @@ def package_version() -> str:
         "Publishes the release by Algorithm 18.3: build id = digest of the complete build spec (release "
         "spec, code versions, input layer digests, tokenizer, eval registry, tombstone generation); the "
         "shards, manifest.json and data card are staged, verified and exposed by an atomic CURRENT "
-        "pointer under $CORPUS_HOME/releases/<release>/. Same build id and content: reused; same build id "
+        "pointer under `$CORPUS_HOME/releases/<release>/`. Same build id and content: reused; same build id "
         "with different content: conflict, nothing published. Registered in the release registry."
     ),
     check_specs=[
@@ -91,14 +92,17 @@ def release_manifest_asset(
         metadata={
             "build_id": r.build_id,
             "content_digest": r.content_digest,
-            "reused": r.reused,
+            "reused": dg.MetadataValue.bool(r.reused),
             "status": row.get("status", "published"),
             "path": dg.MetadataValue.path(str(r.path)),
             "artifacts": dg.MetadataValue.int(len(r.artifacts)),
-            "signed": r.signed,
+            "signed": dg.MetadataValue.bool(r.signed),
             "shards": dg.MetadataValue.int(len(m["shards"])),
             "tokenizer_digest": m["tokenizer"]["digest"],
             "tombstone_generation": dg.MetadataValue.int(m["tombstones"]["generation"]),
+            # the four denominators summed over sources, as numbers the UI plots per build
+            **{k: dg.MetadataValue.int(sum(s[k] for s in m["sampling"]["per_source"]))
+               for k in ("source_records", "sampled_records", "materialized_tokens", "label_tokens")},
             "four_denominators": dg.MetadataValue.md(markdown_table(
                 ["source", "source records", "sampled records", "materialized tokens", "effective label tokens"], per_source)),
             "data_card": dg.MetadataValue.path(str(r.path / "data_card.md")),
@@ -106,7 +110,8 @@ def release_manifest_asset(
     )
     yield dg.AssetCheckResult(
         check_name="release_verifies", passed=verify_error is None,
-        metadata={"files": report.files, "bytes": report.bytes} if report else {"error": verify_error},
+        metadata={"files": dg.MetadataValue.int(report.files), "bytes": dg.MetadataValue.int(report.bytes)}
+        if report else {"error": verify_error},
     )
     hits = _tombstoned_in_release(r.path, tombs)
     if len(tombs):
@@ -114,11 +119,11 @@ def release_manifest_asset(
         hits += [{k: f[k] for k in ("asset", "partition", "column", "value") if k in f}
                  for f in scan_for_tombstoned(store, store.home, tombs) if f.get("partition") in scope]
     yield dg.AssetCheckResult(check_name="no_tombstoned_records", passed=not hits,
-                              metadata={"tombstones": len(tombs), "hits": dg.MetadataValue.json(hits[:20])})
+                              metadata={"tombstones": dg.MetadataValue.int(len(tombs)), "hits": dg.MetadataValue.json(hits[:20])})
     earlier = _earlier_tombstone_counts(store.home, cat, name, r.build_id)
     yield dg.AssetCheckResult(
         check_name="tombstones_never_shrink", passed=all(n <= len(tombs) for n in earlier.values()),
-        metadata={"tombstones_now": len(tombs), "earlier_builds": dg.MetadataValue.json(earlier)},
+        metadata={"tombstones_now": dg.MetadataValue.int(len(tombs)), "earlier_builds": dg.MetadataValue.json(earlier)},
     )
 
 

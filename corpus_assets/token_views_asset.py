@@ -98,5 +98,7 @@ def token_views_asset(
     yield dg.AssetCheckResult(
         check_name="token_views_accounting",
         passed=accounted == report["records"],
-        metadata={"records": report["records"], "with_views": report["records_with_views"], "rejected": rejected},
+        metadata={"records": dg.MetadataValue.int(report["records"]),
+                  "with_views": dg.MetadataValue.int(report["records_with_views"]),
+                  "rejected": dg.MetadataValue.int(rejected)},
     )

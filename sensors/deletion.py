@@ -79,7 +79,8 @@ def purge_deleted_records(context: dg.OpExecutionContext, config: PurgeConfig) -
                 asset_key=asset, partition=snap,
                 description=f"purged by deletion request {config.request_id}",
                 metadata={"version": v.version, "content_digest": v.content_digest,
-                          "deletion_request": config.request_id, "old_versions_dropped": len(dropped)},
+                          "deletion_request": config.request_id,
+                          "old_versions_dropped": dg.MetadataValue.int(len(dropped))},
             ))
         context.log.info(f"purge {config.request_id}: {snap} rewritten ({i}/{len(snapshots)} partitions scanned)")
     cache = purge_token_view_cache(store, tombs, request_ids)
@@ -120,7 +121,7 @@ def _detail(req) -> dict:
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description=(
-        "Carries deletion requests (catalog and the $CORPUS_HOME/deletion_requests drop folder) to every "
+        "Carries deletion requests (catalog and the `$CORPUS_HOME/deletion_requests` drop folder) to every "
         "derived artifact: resolve lineage, write tombstones, purge snapshot layers and the token-view "
         "cache, rebuild affected releases, revoke their old versions and list the training runs that "
         "consumed them. One durable step per request per tick; idempotent."

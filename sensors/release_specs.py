@@ -18,7 +18,7 @@ from corpus_assets.partitions import releases_partitions
     name="release_specs",
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Registers every valid releases/<name>.yaml as a partition of `releases`; logs invalid specs.",
+    description="Registers every valid `releases/<name>.yaml` as a partition of `releases`; logs invalid specs.",
 )
 def release_specs_sensor(context: dg.SensorEvaluationContext):
     specs, errors = discover_release_specs(releases_dir())

@@ -1,0 +1,117 @@
+"""The Dagster UI in a real browser: a small release is built through Dagster in the persistent
+instance at DAGSTER_HOME, `dagster-webserver` serves it on a free loopback port, and headless
+chromium (Debian's chromium + chromium-driver, driven by selenium) shows every layer's asset nodes
+in the asset graph and the latest materialization's metadata on the release assets' pages.
+Screenshots go to the test's tmp dir. Without chromium the test skips, unless
+CORPUS_REQUIRE_BROWSER=1 (CI), where it fails."""
+
+import os
+import time
+import urllib.parse
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+import ui_browser
+from release_fixture import TOKENIZER, build_snapshots, run_release, setup_release
+from test_ui_definitions import LAYERS
+
+PROJECT = Path(__file__).resolve().parents[1]
+SPEC = ("split: {fractions: [0.6, 0.2, 0.2]}\n" + TOKENIZER
+        + "mixture: {unit: documents, weights: {site_docs: 0.5, site_chat: 0.5}, budget: 40, replacement: true, seed: 7}\n"
+        + "packing: {seq_len: 128, mode: atomic, overlength: split, boundary: mask, pad_token: '<|pad|>'}\n"
+        + "shards: {positions: 512}\n")
+
+
+def _require_browser() -> ui_browser.Browser:
+    browser, why = ui_browser.find_browser()
+    if browser is None:
+        if os.environ.get(ui_browser.REQUIRE_ENV) == "1":
+            pytest.fail(f"{ui_browser.REQUIRE_ENV}=1 but the browser test cannot run: {why}")
+        pytest.skip(f"browser test skipped: {why} (set {ui_browser.REQUIRE_ENV}=1 to make this a failure)")
+    return browser
+
+
+def test_asset_graph_and_release_pages_render_layers_and_latest_metadata(corpus_env, tmp_path, monkeypatch):
+    browser = _require_browser()
+    monkeypatch.setenv("SE_OFFLINE", "true")  # Selenium Manager must never go online
+    t0, timings = time.monotonic(), {}
+
+    def lap(what):
+        timings[what] = round(time.monotonic() - t0, 1)
+
+    # a small release, built through Dagster into the persistent instance the webserver reads
+    setup_release(tmp_path, monkeypatch, SPEC)
+    from corpus_assets.definitions import build_definitions
+
+    defs = build_definitions()
+    with dg.DagsterInstance.get() as instance:
+        build_snapshots(defs, instance)
+        result = run_release(defs, instance)
+        assert result.success
+        asset_names = sorted(k.to_user_string() for k in defs.get_repository_def().asset_graph.get_all_asset_keys())
+    manifest_md = result.asset_materializations_for_node("release_manifest")[0].metadata
+    build_id = manifest_md["build_id"].value
+    shards_md = result.asset_materializations_for_node("packed_shards")[0].metadata
+    blocks = shards_md["blocks"].value
+    lap("release built")
+
+    port = ui_browser.free_port()
+    log_path = tmp_path / "webserver.log"
+    server = ui_browser.start_webserver(port, PROJECT, dict(os.environ), log_path)
+    driver = None
+    try:
+        ui_browser.wait_for_server(server, port, log_path)
+        lap("webserver up")
+        base = f"http://127.0.0.1:{port}"
+        driver = ui_browser.chrome(browser, ui_browser.fresh_profile_dir(tmp_path / "chromium"))
+        driver.set_page_load_timeout(60)
+        lap("chromium up")
+
+        # 1. the asset graph with every layer's group expanded: each group and each asset is drawn
+        def all_nodes_drawn():
+            labels = ui_browser.graph_node_labels(driver)
+            return labels if not ui_browser.missing_nodes(asset_names, labels) else None
+
+        expanded = ",".join(f"global@global:{g}" for g in LAYERS)  # the graph's own ?expanded= format
+        driver.get(f"{base}/asset-groups?expanded={urllib.parse.quote(expanded)}")
+        try:
+            labels = ui_browser.wait_until(driver, "every asset node in the expanded graph", all_nodes_drawn, timeout=30)
+        except AssertionError:  # the URL format changed: open the graph and press "Expand all groups" (Alt+E)
+            driver.get(f"{base}/asset-groups")
+            ui_browser.settle_community_modal(driver)
+            ui_browser.expand_all_groups(driver)
+            labels = ui_browser.wait_until(driver, "every asset node after Expand all groups", all_nodes_drawn, timeout=30)
+        ui_browser.settle_community_modal(driver)  # fresh profile: skip the community dialog
+        for layer in LAYERS:
+            assert layer in labels, f"group {layer} not drawn; nodes: {labels}"
+        driver.save_screenshot(str(tmp_path / "asset_graph.png"))
+        lap("asset graph")
+
+        # 2. the release asset's page: the latest materialization's metadata, values included
+        driver.get(f"{base}/assets/release_manifest")
+        text = ui_browser.wait_for_text(driver, "release_manifest's latest materialization metadata",
+                                        [build_id, "four_denominators"])
+        for expected in ("Latest materialization", "Latest check results", "build_id", "materialized_tokens",
+                         "data_card", "release_job"):
+            assert expected in text, f"{expected!r} not on the release_manifest page"
+        driver.save_screenshot(str(tmp_path / "release_manifest.png"))
+        lap("release_manifest page")
+
+        # 3. the packed shards' page: utilization and the four denominators are there to plot
+        driver.get(f"{base}/assets/packed_shards")
+        text = ui_browser.wait_for_text(driver, "packed_shards' latest materialization metadata",
+                                        ["train_utilization", "denominators"])
+        assert "blocks" in text and str(blocks) in text
+        driver.save_screenshot(str(tmp_path / "packed_shards.png"))
+        lap("packed_shards page")
+    finally:
+        if driver is not None:
+            driver.quit()
+        ui_browser.stop_process_group(server)
+        lap("stopped")
+        print(f"timings (s since start): {timings}; screenshots in {tmp_path}")
+    for shot in ("asset_graph.png", "release_manifest.png", "packed_shards.png"):
+        assert (tmp_path / shot).stat().st_size > 10_000, f"{shot} looks empty"
+    assert server.returncode is not None

@@ -1,0 +1,281 @@
+"""Helpers for the browser test: find Debian's chromium + chromedriver, run dagster-webserver in its
+own process group, drive headless chromium with selenium (never downloading a browser or a driver),
+and read what the Dagster UI rendered."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+BIN = Path(sys.executable).parent
+REQUIRE_ENV = "CORPUS_REQUIRE_BROWSER"  # "1": a missing browser fails the test instead of skipping it
+
+# Debian installs /usr/bin/chromium (a wrapper script) and /usr/bin/chromedriver (package chromium-driver)
+CHROMIUM_NAMES = ("chromium", "chromium-browser")
+CHROMEDRIVER_CANDIDATES = ("chromedriver", "/usr/lib/chromium/chromedriver")
+
+# As root, in a closed network: no sandbox, no GPU, nothing that phones home, a fresh profile.
+CHROMIUM_FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--metrics-recording-only",
+    "--disable-features=Translate,OptimizationHints,MediaRouter",
+    "--window-size=1600,1000",
+)
+
+
+@dataclass(frozen=True)
+class Browser:
+    chromium: str
+    chromedriver: str
+
+
+def find_browser() -> tuple[Optional[Browser], str]:
+    """(Browser, "") when chromium, chromedriver and selenium are all here, else (None, why not)."""
+    # CORPUS_CHROMIUM / CORPUS_CHROMEDRIVER name other binaries; otherwise Debian's, found on PATH
+    chromium = _executable(os.environ.get("CORPUS_CHROMIUM"), CHROMIUM_NAMES)
+    driver = _executable(os.environ.get("CORPUS_CHROMEDRIVER"), CHROMEDRIVER_CANDIDATES)
+    missing = []
+    if not chromium:
+        missing.append("chromium (apt-get install -y chromium)")
+    if not driver:
+        missing.append("chromedriver (apt-get install -y chromium-driver)")
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        missing.append("selenium (pip install selenium)")
+    if missing:
+        return None, "not installed: " + ", ".join(missing)
+    return Browser(chromium, driver), ""
+
+
+def _executable(override: Optional[str], candidates) -> Optional[str]:
+    if override:
+        return override if os.path.isfile(override) and os.access(override, os.X_OK) else None
+    return next(filter(None, map(shutil.which, candidates)), None)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _default_signals() -> None:
+    # a server started from a shell that ignores SIGINT/SIGTERM would inherit that (DAGSTER_NOTES.md)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def start_webserver(port: int, cwd: Path, env: dict, log_path: Path) -> subprocess.Popen:
+    """dagster-webserver on 127.0.0.1:port over cwd/workspace.yaml, leader of its own process group."""
+    log = open(log_path, "wb")
+    try:
+        return subprocess.Popen(
+            [str(BIN / "dagster-webserver"), "-h", "127.0.0.1", "-p", str(port), "-w", "workspace.yaml"],
+            cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, preexec_fn=_default_signals,
+        )
+    finally:
+        log.close()
+
+
+def wait_for_server(proc: subprocess.Popen, port: int, log_path: Path, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise AssertionError(f"dagster-webserver exited with {proc.returncode}:\n{_tail(log_path)}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=5) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"dagster-webserver did not answer /server_info in {timeout}s:\n{_tail(log_path)}")
+        time.sleep(0.3)
+
+
+def _tail(path: Path, n: int = 4000) -> str:
+    try:
+        return path.read_text(errors="replace")[-n:]
+    except OSError:
+        return "(no log)"
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_process_group(proc: subprocess.Popen, timeout: float = 20) -> None:
+    """SIGTERM the server's whole process group (webserver + its code server), SIGKILL what outlives
+    `timeout`, and assert that nothing of the group is left."""
+    pgid = proc.pid  # start_new_session: the server leads its own group
+    if proc.poll() is None or _group_alive(pgid):
+        try:
+            os.killpg(pgid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + timeout
+    while (proc.poll() is None or _group_alive(pgid)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if proc.poll() is None or _group_alive(pgid):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=10)
+        end = time.monotonic() + 5
+        while _group_alive(pgid) and time.monotonic() < end:
+            time.sleep(0.1)
+    assert proc.poll() is not None, f"webserver pid {proc.pid} still running"
+    assert not _group_alive(pgid), f"processes of the webserver's group {pgid} still running"
+
+
+def chrome(browser: Browser, user_data_dir: Path):
+    """Headless chromium through selenium with the given chromedriver: Selenium Manager is neither
+    asked for a driver (explicit Service path) nor allowed online (SE_OFFLINE)."""
+    os.environ["SE_OFFLINE"] = "true"
+    os.environ["SE_AVOID_STATS"] = "true"
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = browser.chromium
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={user_data_dir}")
+    service = Service(executable_path=browser.chromedriver, log_output=str(user_data_dir.parent / "chromedriver.log"))
+    return webdriver.Chrome(options=options, service=service)
+
+
+def fresh_profile_dir(base: Path) -> Path:
+    base.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix="chromium-profile-", dir=base))
+
+
+def dismiss_community_modal(driver) -> bool:
+    """Fresh profiles get a "Join the Dagster community" dialog over the page: press its Skip."""
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.common.by import By
+
+    try:
+        for dialog in driver.find_elements(By.CSS_SELECTOR, "[role=dialog]"):
+            if "Join the Dagster community" not in dialog.text:
+                continue
+            for button in dialog.find_elements(By.XPATH, ".//button[normalize-space()='Skip']"):
+                button.click()
+                return True
+    except WebDriverException:  # the dialog went away while we looked at it
+        pass
+    return False
+
+
+def settle_community_modal(driver, appear_timeout: float = 5) -> None:
+    """The dialog opens about a second after the first page mounts: wait for it (up to
+    `appear_timeout`), press Skip (which also marks it seen on the server) and wait until it is gone."""
+    from selenium.webdriver.common.by import By
+
+    def open_dialogs():
+        return [d for d in driver.find_elements(By.CSS_SELECTOR, "[role=dialog]") if "Join the Dagster community" in d.text]
+
+    deadline = time.monotonic() + appear_timeout
+    while not open_dialogs() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    deadline = time.monotonic() + 10
+    while open_dialogs():
+        dismiss_community_modal(driver)
+        if time.monotonic() > deadline:
+            raise AssertionError("the 'Join the Dagster community' dialog does not go away")
+        time.sleep(0.2)
+
+
+def page_text(driver) -> str:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.TAG_NAME, "body").text
+
+
+def wait_until(driver, what: str, predicate: Callable[[], object], timeout: float = 30):
+    """Poll `predicate` (dismissing the community dialog whenever it shows) until it is truthy."""
+    from selenium.common.exceptions import WebDriverException
+
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        dismiss_community_modal(driver)
+        try:
+            last = predicate()
+        except WebDriverException as exc:  # re-rendered elements
+            last = exc
+        else:
+            if last:
+                return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}\n"
+                                 f"page text:\n{page_text(driver)[:3000]}")
+        time.sleep(0.25)
+
+
+def wait_for_text(driver, what: str, needles, timeout: float = 30) -> str:
+    """The page's text once it contains every one of `needles`."""
+    def found():
+        text = page_text(driver)
+        return text if all(n in text for n in needles) else None
+
+    return wait_until(driver, what, found, timeout)
+
+
+def expand_all_groups(driver) -> None:
+    """The asset graph's "Expand all groups" keyboard shortcut (Alt+E)."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    ActionChains(driver).key_down(Keys.ALT).send_keys("e").key_up(Keys.ALT).perform()
+
+
+def graph_node_labels(driver) -> list[str]:
+    """The text lines of every node drawn in the asset graph (an SVG of foreignObjects)."""
+    from selenium.webdriver.common.by import By
+
+    labels = []
+    for node in driver.find_elements(By.XPATH, "//*[local-name()='foreignObject']"):
+        labels += [line.strip() for line in node.text.splitlines() if line.strip()]
+    return labels
+
+
+def label_matches(name: str, label: str) -> bool:
+    """The graph middle-truncates long names when zoomed out: "contamina…_summary"."""
+    if "…" in label:
+        head, _, tail = label.partition("…")
+        return len(head) + len(tail) >= 6 and name.startswith(head) and name.endswith(tail)
+    return label == name
+
+
+def missing_nodes(names, labels) -> list[str]:
+    return [n for n in names if not any(label_matches(n, label) for label in labels)]
