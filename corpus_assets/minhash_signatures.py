@@ -28,7 +28,7 @@ def minhash_signatures(context: dg.AssetExecutionContext, storage: StorageResour
     store = storage.store()
     policy = releases.dedup().minhash
     curated = store.require_current(CURATED_ASSET, context.partition_key)
-    version = build_signatures(store, context.partition_key, policy, curated=curated)
+    version = build_signatures(store, context.partition_key, policy, curated=curated, log=context.log.info)
     return dg.MaterializeResult(
         data_version=dg.DataVersion(version.content_digest),
         metadata={

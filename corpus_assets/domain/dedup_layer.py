@@ -32,6 +32,7 @@ from corpus_assets.domain.config_files import read_yaml, validate
 from corpus_assets.domain.exact_dedup import ExactGroup, alias_rows, exact_groups, exact_summary
 from corpus_assets.domain.hashing import canonical_digest, dedup_normal_form
 from corpus_assets.domain.keys import parse_snapshot_key
+from corpus_assets.domain.progress import Progress
 from corpus_assets.domain.layer_store import LayerStore, LayerVersion, TableSpec
 from corpus_assets.domain.lsh import LshPolicy
 from corpus_assets.domain.minhash import (
@@ -111,12 +112,18 @@ DEDUP_TABLES = {
 
 
 def build_signatures(
-    store: LayerStore, snapshot: str, policy: MinHashPolicy, *, curated: LayerVersion, batch_size: int = 2048
+    store: LayerStore, snapshot: str, policy: MinHashPolicy, *, curated: LayerVersion, batch_size: int = 2048,
+    log: Optional[Callable[[str], None]] = None,
 ) -> LayerVersion:
     build_spec = {"minhash_policy": minhash_policy_version(policy), "curated_version": curated.content_digest}
+    progress = Progress(log, f"minhash_signatures[{snapshot}]", total=curated.row_count("records")) if log else None
+    done = 0
     with store.new_version(SIGNATURES_ASSET, snapshot, SIGNATURES_TABLES, build_spec) as w:
         cols = ["record_id", "source_id", "snapshot", "domain", "dedup_key", "text"]
         for batch in curated.iter_batches("records", batch_size=batch_size, columns=cols):
+            done += batch.num_rows
+            if progress is not None:
+                progress.update(done)
             d = batch.to_pydict()
             forms = [dedup_normal_form(t, dom) for t, dom in zip(d["text"], d["domain"])]
             sigs = signatures(forms, policy)
@@ -134,6 +141,8 @@ def build_signatures(
                     schema=SIGNATURES_SCHEMA,
                 ),
             )
+        if progress is not None:
+            progress.finish()
         return w.commit(
             extra_manifest={
                 "minhash_policy_version": minhash_policy_version(policy),
