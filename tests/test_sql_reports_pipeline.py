@@ -45,8 +45,9 @@ def test_reports_job_over_a_release_matches_the_layer_tables(corpus_env, tmp_pat
     defs = build_definitions()
     store = LayerStore(corpus_env)
     cat = Catalog.at(corpus_env / "catalog.duckdb")
-    reports = defs.resolve_job_def("reports_job")
     with dg.instance_for_test() as instance:
+        # resolve inside the entered instance (DAGSTER_NOTES: the instance weakref trap)
+        reports = defs.resolve_job_def("reports_job")
         build_snapshots(defs, instance)
 
         # no release yet: the release-level models run, give no rows and say why
