@@ -7,18 +7,30 @@ export DAGSTER_HOME ?= $(CORPUS_HOME)/dagster
 UI_PORT ?= 3000
 PYDOC_PORT ?= 7464
 
-.PHONY: install demo test ui dev pydoc bench-canonicalize clean
+.PHONY: install instance demo test ui dev pydoc bench-canonicalize clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip install --quiet -e ".[dev,distributed,k8s]"
 	touch $@
 
 install: $(VENV)/.installed
 
+# The Dagster instance config shipped with the project (run queue, run concurrency, the
+# catalog_writer pool; see docs/operations.md), copied into $(DAGSTER_HOME) only when that has
+# no dagster.yaml: a file already there is never overwritten.
+instance:
+	@mkdir -p "$(DAGSTER_HOME)"
+	@if [ -e "$(DAGSTER_HOME)/dagster.yaml" ]; then \
+	  echo "instance: keeping $(DAGSTER_HOME)/dagster.yaml"; \
+	else \
+	  cp deploy/dagster.yaml "$(DAGSTER_HOME)/dagster.yaml" && \
+	  echo "instance: installed deploy/dagster.yaml as $(DAGSTER_HOME)/dagster.yaml"; \
+	fi
+
 # Build every layer that exists so far for the demo sources, through Dagster, and print a summary.
-demo: install
+demo: install instance
 	$(BIN)/corpus demo
 
 # The whole test suite (CI runs exactly this).
@@ -26,13 +38,11 @@ test: install
 	$(BIN)/pytest -q
 
 # The Dagster UI on 127.0.0.1 over the same instance the demo wrote to.
-ui: install
-	mkdir -p "$(DAGSTER_HOME)"
+ui: install instance
 	$(BIN)/dagster-webserver -h 127.0.0.1 -p $(UI_PORT) -w workspace.yaml
 
 # UI plus the daemon, so schedules (incremental crawls) and backfills run.
-dev: install
-	mkdir -p "$(DAGSTER_HOME)"
+dev: install instance
 	$(BIN)/dagster dev -h 127.0.0.1 -p $(UI_PORT) -w workspace.yaml
 
 # The documentation site the pydocs crawl source reads (keep it running for scheduled crawls).

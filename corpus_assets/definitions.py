@@ -1,5 +1,23 @@
-"""The one Definitions object of corpus (loaded by workspace.yaml and [tool.dagster])."""
+"""The one Definitions object of corpus (loaded by workspace.yaml and [tool.dagster]).
 
+The executor is chosen by configuration, never by code (docs/operations.md, "Distributed executor"):
+
+- ``CORPUS_EXECUTOR`` unset, ``default`` or ``multiprocess``: Dagster's default executor (one
+  process per step; run config may pick ``in_process``).
+- ``CORPUS_EXECUTOR=in_process``: every step in the run's own process.
+- ``CORPUS_EXECUTOR=k8s``: dagster-k8s ``k8s_job_executor`` (the ``k8s`` extra), one Kubernetes
+  Job per step; see the Kubernetes section of docs/operations.md.
+- ``CORPUS_EXECUTOR=dask``: ``resources/dask_executor.py`` (the ``distributed`` extra). Steps run
+  on a Dask cluster: the scheduler at ``CORPUS_DASK_SCHEDULER`` (``tcp://host:8786``) when set,
+  otherwise a ``LocalCluster`` started per run with ``CORPUS_DASK_WORKERS`` worker processes
+  (default 2) on 127.0.0.1. Steps hand nothing to each other in memory: every asset reads and
+  writes its layers through the LayerStore under ``CORPUS_HOME`` and returns a
+  ``MaterializeResult``, so any worker that sees the same ``CORPUS_HOME`` (and ``DAGSTER_HOME``)
+  can run any step.
+"""
+
+import os
+from collections.abc import Mapping
 
 import dagster as dg
 
@@ -28,9 +46,43 @@ from sensors.deletion import deletion_purge_job, deletion_requests_sensor
 from sensors.release_specs import release_specs_sensor
 
 
+EXECUTORS = ("default", "multiprocess", "in_process", "dask", "k8s")
+
+
+def executor_from_env(env: Mapping[str, str] = os.environ) -> dg.ExecutorDefinition | None:
+    """The executor named by ``CORPUS_EXECUTOR`` (None: Dagster's default multiprocess executor)."""
+    name = (env.get("CORPUS_EXECUTOR") or "default").strip().lower().replace("-", "_")
+    if name not in EXECUTORS:
+        raise ValueError(f"CORPUS_EXECUTOR={env.get('CORPUS_EXECUTOR')!r}: expected one of {', '.join(EXECUTORS)}")
+    if name in ("default", "multiprocess"):
+        return None
+    if name == "in_process":
+        return dg.in_process_executor
+    if name == "k8s":
+        try:
+            from dagster_k8s import k8s_job_executor
+        except ImportError as exc:
+            raise ImportError("CORPUS_EXECUTOR=k8s needs dagster-k8s: pip install -e '.[k8s]'") from exc
+        return k8s_job_executor  # one Kubernetes Job per step; configured by run config (docs/operations.md)
+    try:
+        from resources.dask_executor import corpus_dask_executor
+    except ImportError as exc:
+        raise ImportError("CORPUS_EXECUTOR=dask needs dask.distributed: pip install -e '.[distributed]'") from exc
+    scheduler = (env.get("CORPUS_DASK_SCHEDULER") or "").strip()
+    if scheduler:
+        cluster = {"existing": {"address": scheduler}}
+    else:
+        workers = int(env.get("CORPUS_DASK_WORKERS") or 2)
+        if workers < 1:
+            raise ValueError(f"CORPUS_DASK_WORKERS={workers}: expected at least 1")
+        cluster = {"local": {"n_workers": workers}}
+    return corpus_dask_executor.configured({"cluster": cluster}, name="dask")
+
+
 def build_definitions() -> dg.Definitions:
     sources = SourcesResource()
     return dg.Definitions(
+        executor=executor_from_env(),
         assets=[raw_snapshot, canonical_records, eval_registry, curated_records, minhash_signatures, dedup_clusters, splits_asset, tokenizer_asset, token_views_asset, mixture_plan_asset, packed_shards_asset, release_manifest_asset,
                 *load_sql_assets()],
         jobs=[snapshot_job, registry_job, release_job, reports_job, deletion_purge_job],

@@ -67,7 +67,8 @@ def _build(defs, instance, sources, port, echo):
         new_keys.append(key)
     # register release specs through the real sensor, then build the demo release
     sensor = defs.resolve_sensor_def("release_specs")
-    tick = sensor.evaluate_tick(dg.build_sensor_context(instance_ref=instance.get_ref(), definitions=defs))
+    with dg.build_sensor_context(instance_ref=instance.get_ref(), definitions=defs) as ctx:  # closed: no dangling instance
+        tick = sensor.evaluate_tick(ctx)
     for req in tick.dynamic_partitions_requests or []:
         instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
     defs.resolve_job_def("release_job").execute_in_process(instance=instance, partition_key="demo", raise_on_error=True)
