@@ -24,7 +24,6 @@ class CanonicalConfig(dg.Config):
 
 @dg.asset(
     partitions_def=snapshots_partitions,
-    pool="catalog_writer",  # opens catalog.duckdb, which one process at a time may hold (docs/operations.md)
     deps=[raw_snapshot],
     group_name="ingestion",
     kinds={"python", "parquet"},

@@ -28,7 +28,7 @@ from corpus_assets.domain.layer_store import LayerStore
 BIN = PROJECT / ".venv" / "bin"
 SNAPSHOT_ASSETS = ["raw_snapshot", "canonical_records", "curated_records", "minhash_signatures"]
 POOL = "catalog_writer"
-POOL_ASSETS = {"raw_snapshot", "canonical_records"}  # the snapshot assets in the pool
+POOL_ASSETS = {"raw_snapshot"}  # the snapshot asset in the pool (canonical_records only reads tombstones)
 HOLDER = ("test-holder-run", "external_catalog_writer")  # a pool slot claimed by the test itself
 
 LAUNCH = """mutation($params: LaunchBackfillParams!) {
