@@ -61,7 +61,9 @@ def _check_component(kind: str, value: str) -> str:
     return value
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """fsync a directory so a rename or new entry in it survives a crash (best effort: some
+    filesystems refuse to open or sync directories)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
@@ -72,6 +74,9 @@ def _fsync_dir(path: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+_fsync_dir = fsync_dir
 
 
 def _sha256_file(path: Path) -> str:

@@ -84,6 +84,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from corpus_assets.domain.layer_store import fsync_dir as _fsync_dir
+
 __all__ = [
     "SHARD_FORMAT",
     "MANIFEST_NAME",
@@ -222,19 +224,6 @@ def _label_columns_present(spans: pa.Table, label_columns: Sequence[str]) -> lis
 
 
 # --- atomic, hashed writes ----------------------------------------------------------------------
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional
 
 from corpus_assets.domain.hashing import canonical_digest
+from corpus_assets.domain.layer_store import fsync_dir as _fsync_dir
 from corpus_assets.domain.recipe.protocol import DataSample, PublicTask, RecipeError
 from corpus_assets.domain.recipe.samples import dumps
 
@@ -86,14 +87,6 @@ class _Writer:
         os.fsync(self.f.fileno())
         self.f.close()
         return {"sha256": self.h.hexdigest(), "rows": self.rows, "bytes": self.bytes}
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_snapshot(
