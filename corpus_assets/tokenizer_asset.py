@@ -1,5 +1,6 @@
 """tokenizer: the release's frozen tokenizer, named by its digest."""
 
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -32,9 +33,16 @@ def tokenizer_asset(context: dg.AssetExecutionContext, storage: StorageResource,
     name = context.partition_key
     spec = validate(TokenizerSpec, releases.spec(name).tokenizer, f"releases/{name}.yaml: tokenizer")
     store = storage.store()
+    started = time.monotonic()
+    context.log.info(f"tokenizer[{name}]: " + (f"training byte-level BPE (vocab {spec.train.vocab_size}) on the training split"
+                                              if spec.train is not None else f"loading {spec.path}"))
     version, frozen = build_tokenizer(
         store, name, spec, splits=store.require_current(SPLITS_ASSET, name), base_dir=Path(releases.folder)
     )
+    trained_on = version.manifest.get("training_records")
+    elapsed = time.monotonic() - started
+    context.log.info(f"tokenizer[{name}]: {frozen.digest[:16]} (vocab {frozen.vocab_size}) in {elapsed:.1f}s"
+                     + (f", {trained_on} training records ({trained_on / max(elapsed, 1e-9):,.0f} records/s)" if trained_on else ""))
     return dg.MaterializeResult(
         data_version=dg.DataVersion(frozen.digest),
         metadata={

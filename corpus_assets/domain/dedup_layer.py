@@ -246,7 +246,14 @@ def build_dedup(
             shingle_cache[k] = np.unique(hash_shingles(shingle_set(normal[reps[k]], minhash.shingles), minhash.hash_function))
         return shingle_cache[k]
 
+    progress = Progress(log, f"dedup {release}: LSH candidate pairs verified", unit="pairs") if log else None
+    verified = 0
+
     def jaccard(a: int, b: int) -> float:
+        nonlocal verified
+        verified += 1
+        if progress is not None:
+            progress.update(verified)  # logs at most every 10 s, with the rate
         return exact_jaccard(shingle_hashes(a), shingle_hashes(b))
 
     lsh = policy.lsh if policy.lsh.num_perm == minhash.num_perm else policy.lsh.model_copy(update={"num_perm": minhash.num_perm})
