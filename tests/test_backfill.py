@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -22,6 +20,8 @@ from dagster._core.events import DagsterEventType
 
 import release_fixture as rf
 from conftest import PROJECT
+from processes import free_port, start_in_group, stop_group
+from processes import tail as _tail
 from corpus_assets.domain.keys import snapshot_key
 from corpus_assets.domain.layer_store import LayerStore
 
@@ -47,51 +47,9 @@ STATUS = """query($id: String!) {
 }"""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _default_signals() -> None:
-    # a process started from a shell that ignores SIGINT/SIGTERM inherits that (DAGSTER_NOTES.md)
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
 def _start(cmd: list[str], env: dict, log: Path) -> subprocess.Popen:
     """A server leading its own process group (so it and its code server stop together)."""
-    with open(log, "wb") as out:
-        return subprocess.Popen(cmd, cwd=PROJECT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_default_signals)
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def _stop(proc: subprocess.Popen, timeout: float = 20) -> None:
-    """SIGTERM the process group by its id, SIGKILL whatever outlives `timeout`."""
-    pgid = proc.pid
-    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10)):
-        if proc.poll() is not None and not _group_alive(pgid):
-            return
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            pass
-        deadline = time.monotonic() + wait
-        while (proc.poll() is None or _group_alive(pgid)) and time.monotonic() < deadline:
-            time.sleep(0.1)
-    assert proc.poll() is not None and not _group_alive(pgid), f"process group {pgid} still running"
-
-
-def _tail(path: Path, n: int = 4000) -> str:
-    return path.read_text(errors="replace")[-n:] if path.exists() else "(no log)"
+    return start_in_group(cmd, cwd=PROJECT, env=env, log_path=log)
 
 
 def _graphql(port: int, query: str, variables: dict) -> dict:
@@ -180,7 +138,7 @@ def test_snapshot_backfill_through_the_daemon_respects_the_catalog_writer_pool(c
     # Steps in the run process (CORPUS_EXECUTOR, docs/operations.md) keep the test short; pool slots
     # are claimed by the same InstanceConcurrencyContext as under the default multiprocess executor.
     env = dict(os.environ, CORPUS_EXECUTOR="in_process")
-    port = _free_port()
+    port = free_port()
     web_log, daemon_log = tmp_path / "webserver.log", tmp_path / "daemon.log"
     web = _start([str(BIN / "dagster-webserver"), "-h", "127.0.0.1", "-p", str(port), "-w", "workspace.yaml"], env, web_log)
     daemon = None
@@ -225,8 +183,8 @@ def test_snapshot_backfill_through_the_daemon_respects_the_catalog_writer_pool(c
         assert status["numPartitions"] == len(keys)
     finally:
         if daemon is not None:
-            _stop(daemon)
-        _stop(web)
+            stop_group(daemon)
+        stop_group(web)
 
     # every partition has all four layers
     store = LayerStore(corpus_env)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
 from datetime import timedelta
@@ -18,6 +17,8 @@ import pytest
 
 import release_fixture as rf
 from conftest import PROJECT
+from processes import start_in_group, stop_group
+from processes import tail as _tail
 from corpus_assets.domain.keys import snapshot_key
 from corpus_assets.domain.layer_store import LayerStore
 
@@ -55,39 +56,12 @@ def test_executor_is_chosen_by_environment():
         executor_from_env({"CORPUS_EXECUTOR": "dask", "CORPUS_DASK_WORKERS": "0"})
 
 
-def _default_signals() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
 def _start(cmd: list[str], env: dict, log: Path) -> subprocess.Popen:
-    with open(log, "wb") as out:
-        return subprocess.Popen(cmd, cwd=PROJECT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_default_signals)
+    return start_in_group(cmd, cwd=PROJECT, env=env, log_path=log)
 
 
 def _stop(proc: subprocess.Popen, timeout: float = 15) -> None:
-    """SIGTERM the process group by its id, SIGKILL it if it outlives `timeout`."""
-    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10)):
-        if proc.poll() is not None:
-            break
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            proc.wait(timeout=wait)
-        except subprocess.TimeoutExpired:
-            pass
-    try:  # anything the leader left behind in its group
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    assert proc.poll() is not None
-
-
-def _tail(path: Path, n: int = 4000) -> str:
-    return path.read_text(errors="replace")[-n:] if path.exists() else "(no log)"
+    stop_group(proc, timeout)
 
 
 def _layer_digests(home: Path, keys: list[str]) -> dict[str, str]:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -74,29 +72,17 @@ def _executable(override: Optional[str], candidates) -> Optional[str]:
     return next(filter(None, map(shutil.which, candidates)), None)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _default_signals() -> None:
-    # a server started from a shell that ignores SIGINT/SIGTERM would inherit that (DAGSTER_NOTES.md)
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+from processes import default_signals as _default_signals  # noqa: E402
+from processes import free_port, start_in_group  # noqa: E402,F401
+from processes import group_alive as _group_alive  # noqa: E402,F401
+from processes import stop_group as stop_process_group  # noqa: E402,F401
+from processes import tail as _tail  # noqa: E402
 
 
 def start_webserver(port: int, cwd: Path, env: dict, log_path: Path) -> subprocess.Popen:
     """dagster-webserver on 127.0.0.1:port over cwd/workspace.yaml, leader of its own process group."""
-    log = open(log_path, "wb")
-    try:
-        return subprocess.Popen(
-            [str(BIN / "dagster-webserver"), "-h", "127.0.0.1", "-p", str(port), "-w", "workspace.yaml"],
-            cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, preexec_fn=_default_signals,
-        )
-    finally:
-        log.close()
+    return start_in_group([str(BIN / "dagster-webserver"), "-h", "127.0.0.1", "-p", str(port), "-w", "workspace.yaml"],
+                          cwd=cwd, env=env, log_path=log_path)
 
 
 def wait_for_server(proc: subprocess.Popen, port: int, log_path: Path, timeout: float = 120) -> None:
@@ -113,48 +99,6 @@ def wait_for_server(proc: subprocess.Popen, port: int, log_path: Path, timeout: 
         if time.monotonic() > deadline:
             raise AssertionError(f"dagster-webserver did not answer /server_info in {timeout}s:\n{_tail(log_path)}")
         time.sleep(0.3)
-
-
-def _tail(path: Path, n: int = 4000) -> str:
-    try:
-        return path.read_text(errors="replace")[-n:]
-    except OSError:
-        return "(no log)"
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def stop_process_group(proc: subprocess.Popen, timeout: float = 20) -> None:
-    """SIGTERM the server's whole process group (webserver + its code server), SIGKILL what outlives
-    `timeout`, and assert that nothing of the group is left."""
-    pgid = proc.pid  # start_new_session: the server leads its own group
-    if proc.poll() is None or _group_alive(pgid):
-        try:
-            os.killpg(pgid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + timeout
-    while (proc.poll() is None or _group_alive(pgid)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if proc.poll() is None or _group_alive(pgid):
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(timeout=10)
-        end = time.monotonic() + 5
-        while _group_alive(pgid) and time.monotonic() < end:
-            time.sleep(0.1)
-    assert proc.poll() is not None, f"webserver pid {proc.pid} still running"
-    assert not _group_alive(pgid), f"processes of the webserver's group {pgid} still running"
 
 
 def chrome(browser: Browser, user_data_dir: Path):
