@@ -58,7 +58,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Literal, MutableMapping, Optional, Sequence, Union
+from typing import Callable, Iterable, Iterator, Literal, MutableMapping, Optional, Sequence, TypeVar, Union
 
 import numpy as np
 import pyarrow as pa
@@ -84,6 +84,8 @@ __all__ = [
     "Rejected",
     "token_views",
     "iter_token_view_batches",
+    "bounded_chunks",
+    "payload_chars",
     "TOKEN_VIEWS_SCHEMA",
     "views_to_table",
 ]
@@ -470,22 +472,34 @@ def iter_token_view_batches(
 ) -> Iterator[list[Union[TokenView, Rejected]]]:
     """Bounded batches: at most ``max_records`` records and about ``max_chars`` characters of payload
     text each (a single larger record is its own batch), one ``encode_batch`` per batch."""
-    if max_records < 1 or max_chars < 1:
-        raise ValueError("max_records and max_chars must be positive")
-    batch: list[Record] = []
-    chars = 0
-    for r in records:
-        size = _payload_chars(r)
-        if batch and (len(batch) >= max_records or chars + size > max_chars):
-            yield token_views(batch, tok, policy, cache=cache)
-            batch, chars = [], 0
-        batch.append(r)
-        chars += size
-    if batch:
+    for batch in bounded_chunks(records, payload_chars, max_records=max_records, max_chars=max_chars):
         yield token_views(batch, tok, policy, cache=cache)
 
 
-def _payload_chars(r: Record) -> int:
+T = TypeVar("T")
+
+
+def bounded_chunks(items: Iterable[T], size_of: Callable[[T], int], *, max_records: int = 1024,
+                   max_chars: int = 4_000_000) -> Iterator[list[T]]:
+    """Consecutive chunks of at most ``max_records`` items and about ``max_chars`` characters (a
+    single larger item is its own chunk); boundaries depend on the items only."""
+    if max_records < 1 or max_chars < 1:
+        raise ValueError("max_records and max_chars must be positive")
+    chunk: list[T] = []
+    chars = 0
+    for item in items:
+        size = size_of(item)
+        if chunk and (len(chunk) >= max_records or chars + size > max_chars):
+            yield chunk
+            chunk, chars = [], 0
+        chunk.append(item)
+        chars += size
+    if chunk:
+        yield chunk
+
+
+def payload_chars(r: Record) -> int:
+    """Characters a record's views are rendered from (the batching measure)."""
     p = r.payload
     if p.kind == "document":
         return len(p.text)

@@ -23,12 +23,10 @@ masks), i.e. memory proportional to the reused views; noted as a limit in docs/a
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Optional
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -39,7 +37,9 @@ from corpus_assets.domain.token_views import (
     Rejected,
     TokenView,
     TokenViewPolicy,
+    bounded_chunks,
     cache_key,
+    payload_chars,
     token_views,
     view_policy_version,
     views_to_table,
@@ -147,26 +147,6 @@ def _record_keys(store: LayerStore, wanted: dict[str, dict[str, str]], tokenizer
     return keys
 
 
-def _chunks(items: Iterator[tuple[Record, str]], max_records: int, max_chars: int) -> Iterator[list[tuple[Record, str]]]:
-    """Cut by record count and payload characters: both functions of the records only."""
-    chunk: list = []
-    chars = 0
-    for item in items:
-        size = _payload_chars(item[0])
-        if chunk and (len(chunk) >= max_records or chars + size > max_chars):
-            yield chunk
-            chunk, chars = [], 0
-        chunk.append(item)
-        chars += size
-    if chunk:
-        yield chunk
-
-
-def _payload_chars(r: Record) -> int:
-    p = r.payload
-    return len(p.text) if p.kind == "document" else len(p.model_dump_json())
-
-
 def _reusable_views(
     store: LayerStore, tokenizer_digest: str, policy_version: str, keys: set[str]
 ) -> Optional[pa.Table]:
@@ -231,16 +211,18 @@ def build_token_views(
     }
     done = 0
     with store.new_version(TOKEN_VIEWS_ASSET, release, TOKEN_VIEWS_TABLES, build_spec) as w:
-        for chunk in _chunks(_iter_records(store, wanted), max_records, max_chars):
-            misses = [r for r, _ in chunk if _key(r, tok, pver) not in index]
+        chunks = bounded_chunks(_iter_records(store, wanted), lambda item: payload_chars(item[0]),
+                                max_records=max_records, max_chars=max_chars)
+        for chunk in chunks:
+            keys = [_key(r, tok, pver) for r, _ in chunk]
+            misses = [r for (r, _), key in zip(chunk, keys) if key not in index]
             fresh: dict[str, list] = {}
             if misses:
                 for item in token_views(misses, tok, policy):
                     fresh.setdefault(item.record_id, []).append(item)
             parts: list[pa.Table] = []
             rejected: list[dict] = []
-            for record, split in chunk:
-                key = _key(record, tok, pver)
+            for (record, split), key in zip(chunk, keys):
                 if key in index:
                     stats.reused_records += 1
                     rows = cached.take(pa.array(index[key], pa.int64()))
@@ -323,20 +305,3 @@ def _report(stats: _Stats, tok: FrozenTokenizer, pver: str, total: int, unassign
         "tokenized_records": stats.tokenized_records,
         "reused_records": stats.reused_records,
     }
-
-
-def load_views(version: LayerVersion, columns: Optional[list[str]] = None) -> pa.Table:
-    """All views of a token_views version (small releases, tests and reports)."""
-    return version.read_table("views", columns=columns)
-
-
-def view_arrays(row: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(input_ids int32, loss_mask uint8, offsets (n, 2) int32) of one ``views`` row as numpy."""
-    ids = np.asarray(row["input_ids"], dtype=np.int32)
-    mask = np.asarray(row["loss_mask"], dtype=np.uint8)
-    offs = np.asarray(row["offsets"], dtype=np.int32).reshape(-1, 2)
-    return ids, mask, offs
-
-
-def segments_of(row: dict) -> list[tuple[str, int, int]]:
-    return [tuple(s) for s in json.loads(row["segments_json"])]
