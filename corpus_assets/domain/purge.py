@@ -227,31 +227,30 @@ def _drop_named(t: pa.Table, ids: pa.Array, items: pa.Array) -> pa.Table:
     return _drop(_drop(t, "record_id", ids), "item_index", items)
 
 
-def _stub_items(t: pa.Table, plan: _Plan) -> pa.Table:
+def _mark_items(t: pa.Table, plan: _Plan, done: tuple[str, str], changes) -> pa.Table:
+    """Rows of deleted items updated with ``changes(request)``, except rows already marked
+    (``row[done[0]] == done[1]``); the table itself when no row names a deleted item."""
     idx = t.column("item_index").to_pylist()
     if not any(i in plan.items for i in idx):
         return t
     rows = t.to_pylist()
     for row in rows:
         request = plan.items.get(row["item_index"])
-        if request is None or row["status"] == DELETED_STATUS:
+        if request is None or row[done[0]] == done[1]:
             continue
-        row.update(status=DELETED_STATUS, status_detail=_detail(request), content=None, raw_sha256=None,
-                   byte_length=None, etag=None, last_modified=None, extra_json=None)
+        row.update(changes(request))
     return pa.Table.from_pylist(rows, schema=t.schema)
+
+
+def _stub_items(t: pa.Table, plan: _Plan) -> pa.Table:
+    return _mark_items(t, plan, ("status", DELETED_STATUS), lambda request: dict(
+        status=DELETED_STATUS, status_detail=_detail(request), content=None, raw_sha256=None,
+        byte_length=None, etag=None, last_modified=None, extra_json=None))
 
 
 def _mark_decisions(t: pa.Table, plan: _Plan) -> pa.Table:
-    idx = t.column("item_index").to_pylist()
-    if not any(i in plan.items for i in idx):
-        return t
-    rows = t.to_pylist()
-    for row in rows:
-        request = plan.items.get(row["item_index"])
-        if request is None or row["outcome"] == DELETED_OUTCOME:
-            continue
-        row.update(record_id=None, outcome=DELETED_OUTCOME, reason=DELETED_REASON, detail=_detail(request))
-    return pa.Table.from_pylist(rows, schema=t.schema)
+    return _mark_items(t, plan, ("outcome", DELETED_OUTCOME), lambda request: dict(
+        record_id=None, outcome=DELETED_OUTCOME, reason=DELETED_REASON, detail=_detail(request)))
 
 
 def _schema_names(v: LayerVersion, table: str) -> list[str]:
