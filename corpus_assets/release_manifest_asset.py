@@ -113,11 +113,13 @@ def release_manifest_asset(
         metadata={"files": dg.MetadataValue.int(report.files), "bytes": dg.MetadataValue.int(report.bytes)}
         if report else {"error": verify_error},
     )
-    hits = _tombstoned_in_release(r.path, tombs)
+    hits = []
     if len(tombs):
+        # the release's layers (its shard spans included: the published shards are hard links of
+        # the current shard set) and its snapshots' layers
         scope = {name, *release_snapshots(store.require_current("dedup_clusters", name))}
-        hits += [{k: f[k] for k in ("asset", "partition", "column", "value") if k in f}
-                 for f in scan_for_tombstoned(store, store.home, tombs) if f.get("partition") in scope]
+        hits = [{k: f[k] for k in ("asset", "partition", "column", "value") if k in f}
+                for f in scan_for_tombstoned(store, store.home, tombs) if f.get("partition") in scope]
     yield dg.AssetCheckResult(check_name="no_tombstoned_records", passed=not hits,
                               metadata={"tombstones": dg.MetadataValue.int(len(tombs)), "hits": dg.MetadataValue.json(hits[:20])})
     earlier = _earlier_tombstone_counts(store.home, cat, name, r.build_id)
@@ -138,16 +140,3 @@ def _earlier_tombstone_counts(home, cat, release: str, build_id: str) -> dict:
         if m.is_file():
             out[row["build_id"][:16]] = json.loads(m.read_text(encoding="utf-8")).get("tombstones", {}).get("count", 0)
     return out
-
-
-def _tombstoned_in_release(path, tombs) -> list[dict]:
-    import pyarrow.parquet as pq
-
-    if not len(tombs):
-        return []
-    hits = []
-    for f in sorted(path.glob("shards/*/*.spans.parquet")):
-        for rid in set(pq.read_table(f, columns=["record_id"]).column(0).to_pylist()):
-            if rid and tombs.is_tombstoned(record_id=rid):
-                hits.append({"file": str(f.relative_to(path)), "record_id": rid})
-    return hits
