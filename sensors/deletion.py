@@ -28,7 +28,7 @@ import dagster as dg
 from pydantic import Field
 
 from corpus_assets.domain.catalog import Catalog
-from corpus_assets.domain.deletion import get, load_drop_folder, pending, set_status
+from corpus_assets.domain.deletion import load_drop_folder, pending, set_status
 from corpus_assets.domain.layer_store import LayerStore
 from corpus_assets.domain.purge import drop_old_versions, purge_snapshot, purge_token_view_cache
 from corpus_assets.domain.release_build import withdraw_revoked
@@ -210,11 +210,3 @@ def _resolve(context, cat: Catalog, store: LayerStore, req) -> None:
     set_status(cat, rid, "resolved", json.dumps(detail, sort_keys=True), generation=generation)
     context.log.info(f"{rid}: {summary['copies']} record copies tombstoned (generation {generation}); "
                      f"releases affected: {sorted(summary['releases']) or 'none'}; training runs affected: {runs or 'none'}")
-
-
-def request_status(request_id: str) -> dict:
-    """Status and detail of a request (for the CLI and tests)."""
-    req = get(_catalog(), request_id)
-    if req is None:
-        raise KeyError(request_id)
-    return {"request_id": request_id, "status": req.status, "detail": _detail(req) or req.status_detail}

@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
 from corpus_assets.domain.raw_items import RawItem, utc_timestamp
-
-JSONL_LINE_TYPE = "application/x-jsonl-line"
+from corpus_assets.domain.readers import JSONL_LINE_TYPE
 
 
 def render_input(public_input: Any) -> str:

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping
 
-import pyarrow as pa
 
 from corpus_assets.domain.layer_store import LayerStore, LayerVersion
 
@@ -28,10 +27,6 @@ SNAPSHOT_ASSETS = ("raw_snapshot", "canonical_records", "curated_records", "minh
 def release_snapshots(dedup: LayerVersion) -> list[str]:
     t = dedup.read_table("clusters", columns=["snapshot"])
     return sorted(set(t.column("snapshot").to_pylist()))
-
-
-def _current(store: LayerStore, asset: str, partition: str) -> LayerVersion:
-    return store.require_current(asset, partition)
 
 
 def _reason_counts(version: LayerVersion, stage_default: str) -> Counter:
@@ -53,9 +48,9 @@ def gather_release_inputs(
     package_version: str,
 ) -> tuple[dict, dict]:
     """(build_spec, sections) of the release's current layer versions."""
-    layers = {a: _current(store, a, release) for a in RELEASE_ASSETS}
+    layers = {a: store.require_current(a, release) for a in RELEASE_ASSETS}
     snapshots = release_snapshots(layers["dedup_clusters"])
-    snap_layers = {s: {a: _current(store, a, s) for a in SNAPSHOT_ASSETS} for s in snapshots}
+    snap_layers = {s: {a: store.require_current(a, s) for a in SNAPSHOT_ASSETS} for s in snapshots}
     registry = store.require_current("eval_registry", "_all")
 
     input_versions = {a: v.content_digest for a, v in layers.items()}
