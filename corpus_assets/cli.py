@@ -70,15 +70,16 @@ def _cmd_layers(args) -> int:
     from corpus_assets.domain.layer_store import LayerStore
     from corpus_assets.domain.settings import corpus_home
 
-    store = LayerStore(corpus_home())
-    if not store.layers_root.is_dir():
-        print(f"no layers under {store.layers_root}")
+    store = LayerStore.from_env(corpus_home())
+    assets = store.assets()
+    if not assets:
+        print(f"no layers under {store.data_root}")
         return 0
-    for asset_dir in sorted(p for p in store.layers_root.iterdir() if p.is_dir()):
-        for part in store.partitions(asset_dir.name):
-            v = store.current(asset_dir.name, part)
+    for asset in assets:
+        for part in store.partitions(asset):
+            v = store.current(asset, part)
             rows = ", ".join(f"{t}={m['rows']}" for t, m in sorted(v.manifest["tables"].items()))
-            print(f"{asset_dir.name:<20} {part:<36} {v.version}  {rows}")
+            print(f"{asset:<20} {part:<36} {v.version}  {rows}")
     return 0
 
 
@@ -96,11 +97,19 @@ def _release_dir(target: str):
     from corpus_assets.domain.publish import current_release
     from corpus_assets.domain.settings import corpus_home
 
+    from corpus_assets.domain.object_store import store_from_env
+    from corpus_assets.domain.release_mirror import pull_release, remote_current
+
     p = Path(target)
     if p.is_dir() and (p / "manifest.json").exists():
         return p
     name, _, build = target.partition("@")
     root = corpus_home() / "releases"
+    remote = store_from_env()
+    if remote is not None:  # the object store is the authority: its pointer, its sealed copy
+        build = build or remote_current(remote, name) or ""
+        if build and pull_release(remote, root, name, build) is None:
+            raise ValueError(f"release {name!r} has no sealed build {build!r} in {remote.uri('releases/' + name)}")
     if build:
         d = root / name / build
         if not d.is_dir():
@@ -116,7 +125,11 @@ def _cmd_verify(args) -> int:
     from corpus_assets.domain.publish import ReleaseVerificationError, verify_release
     from corpus_assets.domain.signing import SignatureError, SigningKeyError
 
-    path = _release_dir(args.release)
+    try:
+        path = _release_dir(args.release)
+    except ReleaseVerificationError as exc:  # the object store's copy failed the check on download
+        print(f"corpus verify: REFUSED {args.release}: {exc}", file=sys.stderr)
+        return 1
     try:
         report = verify_release(path, public_key=args.public_key)
     except (ReleaseVerificationError, SignatureError, SigningKeyError) as exc:

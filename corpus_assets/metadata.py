@@ -76,4 +76,5 @@ def version_metadata(version) -> dict:
         "version": dg.MetadataValue.text(version.version),
         "content_digest": dg.MetadataValue.text(version.content_digest),
         "path": dg.MetadataValue.path(str(version.root)),
+        **({"object_store": dg.MetadataValue.url(version.location)} if version.location else {}),
     }

@@ -73,6 +73,7 @@ def release_manifest_asset(
             store, name, release_spec=spec.model_dump(mode="json"), sources_governance=governance,
             releases_root=store.home / "releases", package_version=package_version(),
             tombstone_generation=tombs.generation, tombstone_requests=list(tombs.request_ids), tombstone_count=len(tombs),
+            log=context.log.info,
         )
     except ReleaseConflictError as exc:
         raise dg.Failure(description=str(exc), metadata={"diagnostics": dg.MetadataValue.path(str(exc.diagnostics))}) from exc
@@ -106,6 +107,8 @@ def release_manifest_asset(
             "four_denominators": dg.MetadataValue.md(markdown_table(
                 ["source", "source records", "sampled records", "materialized tokens", "effective label tokens"], per_source)),
             "data_card": dg.MetadataValue.path(str(r.path / "data_card.md")),
+            **({"object_store": dg.MetadataValue.url(store.remote.uri(f"releases/{name}/{r.build_id}")),
+                "object_store_upload": built.mirror} if store.remote is not None else {}),
         },
     )
     yield dg.AssetCheckResult(

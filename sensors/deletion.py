@@ -59,7 +59,7 @@ class PurgeConfig(dg.Config):
 @dg.op(description="Rewrite every snapshot partition and the token-view cache without tombstoned records; drop old versions.")
 def purge_deleted_records(context: dg.OpExecutionContext, config: PurgeConfig) -> dict:
     home = corpus_home()
-    store = LayerStore(home)
+    store = LayerStore.from_env(home)
     cat = _catalog()
     tombs = load_tombstones(cat)
     request_ids = [config.request_id]
@@ -129,7 +129,7 @@ def _detail(req) -> dict:
 )
 def deletion_requests_sensor(context: dg.SensorEvaluationContext):
     cat = _catalog()
-    store = LayerStore(corpus_home())
+    store = LayerStore.from_env(corpus_home())
     accepted, rejected = load_drop_folder(cat, drop_folder())
     for name, error in rejected:
         context.log.warning(f"deletion request file {name} rejected: {error}")

@@ -85,5 +85,9 @@ def read_yaml(path: Path | str, env: Optional[dict[str, str]] = None) -> object:
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     env = dict(os.environ if env is None else env)
-    env.setdefault("CORPUS_HOME", os.environ.get("CORPUS_HOME", str(Path("var").resolve())))
+    from corpus_assets.domain.settings import corpus_home, is_url
+
+    env.setdefault("CORPUS_HOME", str(corpus_home()))
+    if "CORPUS_LOCAL" not in env:  # the local root, also when CORPUS_HOME is an object-store URL
+        env["CORPUS_LOCAL"] = str(corpus_home()) if is_url(env["CORPUS_HOME"]) else env["CORPUS_HOME"]
     return expand_values(data, env)

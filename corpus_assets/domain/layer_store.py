@@ -11,6 +11,14 @@ and only then published by atomically replacing ``CURRENT``. A reader that resol
 therefore only ever sees complete versions; a crash leaves at most a ``.tmp-*`` directory,
 which the next writer of that partition removes.
 
+With an object store (``LayerStore(..., remote=ObjectStore)``, see object_store) the same layout
+is mirrored under the store's URL and the store is the authority: ``commit()`` uploads the
+version's files, then its ``_manifest.json`` (a conditional create: the seal), and only then
+replaces the remote ``CURRENT`` object. Readers resolve the remote ``CURRENT`` and open versions
+from the local directory, which is then a cache: a version missing there is downloaded into a
+staging directory, every file checked against the manifest digests, and renamed into place.
+Versions are immutable and named by their content digest, so a cached copy never goes stale.
+
 Determinism: rows are regrouped into row groups of a fixed size (by row count *and* bytes, both
 functions of the row sequence only), so the Parquet bytes — and hence the version name, which
 is derived from the content digest — do not depend on the batch size the caller wrote with.
@@ -31,8 +39,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from corpus_assets.domain.faults import pause_point
 from corpus_assets.domain.hashing import canonical_json
 from corpus_assets.domain.keys import InvalidKeyError
+from corpus_assets.domain.object_store import ObjectStore, store_from_env
 
 CURRENT = "CURRENT"
 MANIFEST = "_manifest.json"
@@ -211,6 +221,7 @@ class LayerVersion:
     partition: str
     version: str
     manifest: dict
+    location: Optional[str] = None  # the object-store URL of the version, when the data root is one
 
     @property
     def content_digest(self) -> str:
@@ -338,8 +349,8 @@ class VersionWriter:
             _fsync_dir(self._tmp)
             os.rename(self._tmp, final)
             _fsync_dir(self._partition_dir)
-        atomic_write_text(self._partition_dir / CURRENT, version + "\n")
         self._done = True
+        self.store.set_current(self.asset, self.partition, version)
         self.result = self.store.open_version(self.asset, self.partition, version)
         return self.result
 
@@ -370,18 +381,137 @@ class LayerStore:
         self,
         home: Path | str,
         *,
+        remote: Optional[ObjectStore] = None,
         rows_per_group: int = 2048,
         bytes_per_group: int = 64 << 20,
         groups_per_file: int = 16,
     ) -> None:
         self.home = Path(home)
         self.layers_root = self.home / "layers"
+        self.remote = remote
         self.rows_per_group = rows_per_group
         self.bytes_per_group = bytes_per_group
         self.groups_per_file = groups_per_file
 
+    @classmethod
+    def from_env(cls, home: Path | str, **kwargs) -> "LayerStore":
+        """The store of this deployment: ``home`` locally, mirrored to ``CORPUS_HOME`` when that is a URL."""
+        return cls(home, remote=store_from_env(), **kwargs)
+
+    @property
+    def data_root(self) -> str:
+        """Where the durable copy lives: the object-store URL, or the local root."""
+        return self.remote.url if self.remote is not None else str(self.home)
+
     def partition_dir(self, asset: str, partition: str) -> Path:
         return self.layers_root / _check_component("asset name", asset) / _check_component("partition", partition)
+
+    @staticmethod
+    def _rel(asset: str, partition: Optional[str] = None, *rest: str) -> str:
+        parts = ["layers", _check_component("asset name", asset)]
+        if partition is not None:
+            parts.append(_check_component("partition", partition))
+        return "/".join(parts + list(rest))
+
+    # --- sealed trees: immutable, content-addressed directories beside the layers (shard sets)
+
+    def _tree_rel(self, rel: str) -> str:
+        for part in rel.split("/"):
+            _check_component("tree path component", part)
+        return rel
+
+    def seal_tree(self, rel: str) -> None:
+        """Publish a finished local directory ``home/rel`` to the object store (no-op locally)."""
+        if self.remote is not None:
+            self.remote.push_tree(self.home / self._tree_rel(rel), rel)
+
+    def tree_dir(self, rel: str) -> Path:
+        """The local directory of a sealed tree, downloaded (and checked) first when only the
+        object store holds it."""
+        local = self.home / self._tree_rel(rel)
+        if self.remote is not None and not local.is_dir():
+            self.remote.pull_tree(rel, local)
+        return local
+
+    def trees(self, parent: str) -> list[str]:
+        """Names of the trees under ``parent``, local or remote."""
+        names: set[str] = set()
+        local = self.home / self._tree_rel(parent)
+        if local.is_dir():
+            names |= {p.name for p in local.iterdir() if p.is_dir() and not p.name.startswith(".")}
+        if self.remote is not None:
+            names |= {n for n in self.remote.list_dir(parent) if not n.startswith(".")}
+        return sorted(names)
+
+    def drop_tree(self, rel: str) -> None:
+        """Delete a tree locally and from the object store."""
+        shutil.rmtree(self.home / self._tree_rel(rel), ignore_errors=True)
+        if self.remote is not None:
+            self.remote.delete_tree(rel)
+
+    # --- pointers and the remote mirror ---------------------------------------------------
+
+    def set_current(self, asset: str, partition: str, version: str) -> None:
+        """Make ``version`` (already committed locally) the current one: locally an atomic file
+        replace; with an object store, upload and seal the version, then replace ``CURRENT``."""
+        _check_component("version", version)
+        if self.remote is None:
+            atomic_write_text(self.partition_dir(asset, partition) / CURRENT, version + "\n")
+            return
+        self._push_version(asset, partition, version)
+        pause_point("layer_store:sealed")  # version uploaded and sealed, remote pointer not moved
+        self.remote.write_bytes(self._rel(asset, partition, CURRENT), (version + "\n").encode())
+
+    def _push_version(self, asset: str, partition: str, version: str) -> None:
+        remote = self.remote
+        seal = self._rel(asset, partition, version, MANIFEST)
+        if remote.exists(seal):
+            return  # content-addressed: the same bytes are already sealed there
+        root = self.partition_dir(asset, partition) / version
+        manifest_bytes = (root / MANIFEST).read_bytes()
+        manifest = json.loads(manifest_bytes)
+        for t in manifest["tables"].values():
+            for f in t["files"]:
+                remote.upload(root / f["path"], self._rel(asset, partition, version, f["path"]))
+        remote.create_bytes(seal, manifest_bytes)  # False: a concurrent writer sealed the same content
+
+    def _pull_version(self, asset: str, partition: str, version: str) -> Path:
+        """Download a sealed remote version into the local cache (checked, staged, renamed)."""
+        d = self.partition_dir(asset, partition)
+        final = d / version
+        raw = self.remote.read_bytes(self._rel(asset, partition, version, MANIFEST))
+        if raw is None:
+            raise FileNotFoundError(f"{asset}/{partition}: version {version} does not exist in {self.remote.url}")
+        manifest = json.loads(raw)
+        private = any(t.get("private") for t in manifest["tables"].values())
+        d.mkdir(parents=True, exist_ok=True)
+        if private:
+            os.chmod(d, _PRIVATE_DIR_MODE)
+        tmp = d / f".tmp-{uuid.uuid4().hex}"
+        try:
+            for tname, t in manifest["tables"].items():
+                (tmp / _check_component("table name", tname)).mkdir(parents=True, exist_ok=True)
+                if t.get("private"):
+                    os.chmod(tmp / tname, _PRIVATE_DIR_MODE)
+                for f in t["files"]:
+                    dst = tmp / tname / _check_component("file name", Path(f["path"]).name)
+                    self.remote.download(self._rel(asset, partition, version, f["path"]), dst)
+                    if _sha256_file(dst) != f["sha256"]:
+                        raise LayerIntegrityError(
+                            f"{asset}/{partition}@{version}: {self.remote.uri(self._rel(asset, partition, version, f['path']))} "
+                            "does not match its manifest digest; refusing to cache it"
+                        )
+                    if t.get("private"):
+                        os.chmod(dst, _PRIVATE_FILE_MODE)
+            (tmp / MANIFEST).write_bytes(raw)
+            try:
+                os.rename(tmp, final)
+            except OSError:
+                if not (final / MANIFEST).is_file():  # a concurrent reader cached it first: fine
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return final
 
     def new_version(self, asset: str, partition: str, tables: Mapping[str, TableSpec], build_spec: Mapping) -> VersionWriter:
         self._remove_stale_tmp(asset, partition)
@@ -403,6 +533,9 @@ class LayerStore:
                 shutil.rmtree(p, ignore_errors=True)
 
     def current_version_name(self, asset: str, partition: str) -> Optional[str]:
+        if self.remote is not None:
+            raw = self.remote.read_bytes(self._rel(asset, partition, CURRENT))
+            return None if raw is None else _check_component("version", raw.decode("utf-8").strip())
         p = self.partition_dir(asset, partition) / CURRENT
         try:
             name = p.read_text(encoding="utf-8").strip()
@@ -412,11 +545,14 @@ class LayerStore:
 
     def open_version(self, asset: str, partition: str, version: str) -> LayerVersion:
         root = self.partition_dir(asset, partition) / _check_component("version", version)
+        if self.remote is not None and not (root / MANIFEST).is_file():
+            self._pull_version(asset, partition, version)
         try:
             manifest = json.loads((root / MANIFEST).read_bytes())
         except FileNotFoundError:
             raise FileNotFoundError(f"{asset}/{partition}: version {version} does not exist") from None
-        return LayerVersion(root, asset, partition, version, manifest)
+        location = self.remote.uri(self._rel(asset, partition, version)) if self.remote is not None else None
+        return LayerVersion(root, asset, partition, version, manifest, location)
 
     def current(self, asset: str, partition: str) -> Optional[LayerVersion]:
         name = self.current_version_name(asset, partition)
@@ -430,7 +566,18 @@ class LayerStore:
             )
         return v
 
+    def assets(self) -> list[str]:
+        """Every asset with at least one stored partition."""
+        if self.remote is not None:
+            return [n for n in self.remote.list_dir("layers") if not n.startswith(".")]
+        if not self.layers_root.is_dir():
+            return []
+        return sorted(p.name for p in self.layers_root.iterdir() if p.is_dir() and not p.name.startswith("."))
+
     def partitions(self, asset: str) -> list[str]:
+        if self.remote is not None:
+            rel = self._rel(asset)
+            return sorted(f.split("/")[0] for f in self.remote.list_files(rel) if f.count("/") == 1 and f.endswith("/" + CURRENT))
         d = self.layers_root / _check_component("asset name", asset)
         if not d.is_dir():
             return []
@@ -446,7 +593,40 @@ class LayerStore:
         return files
 
     def versions(self, asset: str, partition: str) -> list[str]:
+        """Complete (sealed) versions of a partition, current or not."""
+        if self.remote is not None:
+            names = self.remote.list_dir(self._rel(asset, partition))
+            return [n for n in names if not n.startswith(".") and n != CURRENT
+                    and self.remote.exists(self._rel(asset, partition, n, MANIFEST))]
         d = self.partition_dir(asset, partition)
         if not d.is_dir():
             return []
         return sorted(p.name for p in d.iterdir() if p.is_dir() and not p.name.startswith(".") and (p / MANIFEST).is_file())
+
+    def drop_versions(self, asset: str, partition: str, keep_current: bool = True) -> list[str]:
+        """Delete every version of a partition except the current one (and stale staging data and
+        unsealed uploads); with ``keep_current=False`` the whole partition — in the object store
+        and in the local cache. Returns the complete versions removed."""
+        current = self.current_version_name(asset, partition) if keep_current else None
+        removed: set[str] = set()
+        if self.remote is not None:
+            rel = self._rel(asset, partition)
+            sealed = set(self.versions(asset, partition))
+            if not keep_current:
+                self.remote.delete(self._rel(asset, partition, CURRENT))
+            for name in self.remote.list_dir(rel):
+                if name != CURRENT and name != current:
+                    self.remote.delete_tree(f"{rel}/{name}")
+                    if name in sealed:
+                        removed.add(name)
+        d = self.partition_dir(asset, partition)
+        if d.is_dir():
+            for p in sorted(d.iterdir()):
+                if p.is_dir() and p.name != current:
+                    shutil.rmtree(p)
+                    if not p.name.startswith("."):
+                        removed.add(p.name)
+            if not keep_current:
+                (d / CURRENT).unlink(missing_ok=True)
+                shutil.rmtree(d, ignore_errors=True)
+        return sorted(removed)

@@ -51,7 +51,6 @@ Decisions
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
@@ -59,7 +58,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from corpus_assets.domain.layer_store import CURRENT, LayerStore, LayerVersion, TableSpec
+from corpus_assets.domain.layer_store import LayerStore, LayerVersion, TableSpec
 from corpus_assets.domain.tombstones import (
     CANONICAL_ASSET,
     CURATED_ASSET,
@@ -376,21 +375,9 @@ def purge_token_view_cache(store: LayerStore, tombstones: TombstoneSet, request_
 
 def drop_old_versions(store: LayerStore, asset: str, partition: str, keep_current: bool = True) -> list[str]:
     """Delete the version directories of a partition other than the current one (and stale staging
-    directories); with ``keep_current=False`` the whole partition. Returns the versions removed."""
-    d = store.partition_dir(asset, partition)
-    if not d.is_dir():
-        return []
-    current = store.current_version_name(asset, partition) if keep_current else None
-    removed = []
-    for p in sorted(d.iterdir()):
-        if p.is_dir() and p.name != current:
-            shutil.rmtree(p)
-            if not p.name.startswith("."):
-                removed.append(p.name)
-    if not keep_current:
-        (d / CURRENT).unlink(missing_ok=True)
-        shutil.rmtree(d, ignore_errors=True)
-    return removed
+    directories); with ``keep_current=False`` the whole partition — in the object store too, when
+    the data root is one. Returns the versions removed."""
+    return store.drop_versions(asset, partition, keep_current=keep_current)
 
 
 # --- scan -------------------------------------------------------------------------------------
@@ -443,9 +430,7 @@ def scan_for_tombstoned(store: LayerStore, home: Path | str, tombstones: Tombsto
     findings: dict[tuple, int] = {}
     if len(tombstones) == 0:
         return []
-    root = store.layers_root
-    assets = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")) if root.is_dir() else []
-    for asset in assets:
+    for asset in store.assets():
         for partition in store.partitions(asset):
             v = store.current(asset, partition)
             if v is None:

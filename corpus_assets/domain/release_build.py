@@ -11,6 +11,10 @@ The release directory is ``<releases_root>/<release>/<build_id>/``::
 
 Shards are linked from the content-addressed shard set of ``packed_shards``; both are immutable, so
 a hard link is as good as a copy and costs no space.
+
+When the data root is an object store, the build is published locally as above and mirrored to
+``<url>/releases/`` by release_mirror (a build already sealed there is pulled first, so the
+local publish reuses or conflicts with the shared copy).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from corpus_assets.domain.layer_store import LayerStore
 from corpus_assets.domain.publish import PublishResult, build_id as compute_build_id, publish_release
 from corpus_assets.domain.release_inputs import gather_release_inputs
 from corpus_assets.domain.release_manifest import data_card_renderer, environment_digest, validate_manifest
+from corpus_assets.domain.release_mirror import pull_release, push_release, withdraw_remote
 
 KNOWN_LIMITS = [
     "Decontamination is n-gram containment against the frozen evaluation registry only; benchmarks "
@@ -54,6 +59,7 @@ class ReleaseBuild:
     result: PublishResult
     build_spec: dict
     manifest: dict
+    mirror: Optional[str] = None  # object store only: "uploaded" or "reused"
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:
@@ -64,12 +70,14 @@ def _link_or_copy(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
-def stage_shards(home: Path, shard_rows: list[dict], tmp: Path) -> None:
+def stage_shards(store: LayerStore, shard_rows: list[dict], tmp: Path) -> None:
     """Link every file of every shard into ``tmp/shards/<split>/`` plus each split's shards.json."""
+    from corpus_assets.domain.shards_layer import shard_directory
+
     splits: dict[str, Path] = {}
     for r in shard_rows:
         meta = json.loads(r["meta_json"])
-        src_dir = home / r["directory"]
+        src_dir = shard_directory(store, r["directory"])
         for f in meta["files"].values():
             _link_or_copy(src_dir / f["path"], tmp / "shards" / r["split"] / f["path"])
         splits[r["split"]] = src_dir
@@ -90,6 +98,7 @@ def build_release(
     tombstone_requests: Optional[list[str]] = None,
     tombstone_count: int = 0,
     signing_key: Any = "env",
+    log: Any = lambda _m: None,
 ) -> ReleaseBuild:
     build_spec, sections = gather_release_inputs(
         store, release, release_spec=release_spec, sources_governance=sources_governance,
@@ -100,19 +109,24 @@ def build_release(
     shard_rows = store.require_current("packed_shards", release).read_table("shards").to_pylist()
 
     def stage(tmp: Path) -> None:
-        stage_shards(store.home, shard_rows, tmp)
+        stage_shards(store, shard_rows, tmp)
         pause_point("release_manifest:staged")  # artifacts staged, manifest and pointer not written
 
     def make_manifest(_tmp: Path, _artifacts: list[dict]) -> dict:
         return {"version": bid, **_manifest(release, release_spec, sections, package_version, tombstone_count)}
 
+    if store.remote is not None and pull_release(store.remote, Path(releases_root), release, bid) is not None:
+        log(f"release {release} build {bid[:16]} is already sealed in {store.remote.url}; comparing with it")
     result = publish_release(
         Path(releases_root), release, bid, stage, make_manifest,
         render_card=data_card_renderer(known_limits=KNOWN_LIMITS, report_links=REPORT_LINKS),
         validate_manifest=validate_manifest, signing_key=signing_key,
     )
+    mirror = None
+    if store.remote is not None:
+        mirror = push_release(store.remote, result.path, release, bid, result.content_digest, log=log)
     manifest = json.loads((result.path / "manifest.json").read_text(encoding="utf-8"))
-    return ReleaseBuild(result, build_spec, manifest)
+    return ReleaseBuild(result, build_spec, manifest, mirror)
 
 
 def _manifest(release: str, spec: Mapping[str, Any], sec: dict, package_version: str, tombstone_count: int) -> dict:
@@ -166,15 +180,18 @@ def withdraw_revoked(store: LayerStore, releases_root: Path, release: str, build
     ``packed_shards`` version points at. ``corpus verify`` then refuses the revoked build."""
     out = {"build_id": build_id, "shards_removed": 0, "layer_versions_dropped": 0, "shard_sets_removed": 0}
     d = Path(releases_root) / release / build_id
+    note = {"release": release, "build_id": build_id, "status": "revoked", "successor_build_id": successor,
+            "request_ids": sorted(request_ids),
+            "note": "artifacts withdrawn after a deletion request; use the successor build"}
+    note_bytes = (json.dumps(note, indent=2, sort_keys=True) + "\n").encode("utf-8")
     if d.is_dir():
         shards = d / "shards"
         if shards.is_dir():
             out["shards_removed"] = sum(1 for p in shards.rglob("*") if p.is_file())
             shutil.rmtree(shards)
-        note = {"release": release, "build_id": build_id, "status": "revoked", "successor_build_id": successor,
-                "request_ids": sorted(request_ids),
-                "note": "artifacts withdrawn after a deletion request; use the successor build"}
-        (d / "REVOKED.json").write_text(json.dumps(note, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        (d / "REVOKED.json").write_bytes(note_bytes)
+    if store.remote is not None:
+        out["shards_removed"] = max(out["shards_removed"], withdraw_remote(store.remote, release, build_id, note_bytes))
     from corpus_assets.domain.purge import drop_old_versions
 
     for asset in ("dedup_clusters", "splits", "tokenizer", "token_views", "mixture_plan", "packed_shards"):
@@ -182,10 +199,8 @@ def withdraw_revoked(store: LayerStore, releases_root: Path, release: str, build
             out["layer_versions_dropped"] += len(drop_old_versions(store, asset, release))
     cur = store.current("packed_shards", release)
     keep = {Path(cur.manifest.get("report", {}).get("shard_set", "")).name} if cur is not None else set()
-    sets = store.home / "shards" / release
-    if sets.is_dir():
-        for s in sets.iterdir():
-            if s.is_dir() and not s.name.startswith(".") and s.name not in keep:
-                shutil.rmtree(s)
-                out["shard_sets_removed"] += 1
+    for name in store.trees(f"shards/{release}"):
+        if name not in keep:
+            store.drop_tree(f"shards/{release}/{name}")
+            out["shard_sets_removed"] += 1
     return out

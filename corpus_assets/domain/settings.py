@@ -1,12 +1,21 @@
 """Where things live by default: one data root, ``CORPUS_HOME``, defaulting to ``./var`` under the project.
 
 ``DAGSTER_HOME`` defaults to ``$CORPUS_HOME/dagster`` so a fresh checkout needs no setup.
+
+``CORPUS_HOME`` may also be an object-store URL (``s3://bucket/prefix``; see object_store). Then
+the durable layers, shard sets and releases live there, and :func:`corpus_home` is the *local*
+root — cache of immutable versions, staging, the DuckDB catalog, Dagster's home — taken from
+``CORPUS_LOCAL`` or, by default, ``./var/object-store/<url slug>`` under the project.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
+from typing import Optional
+
+_URL_RE = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 
 
 def project_root() -> Path:
@@ -24,8 +33,27 @@ def _env_path(variable: str, default) -> Path:
     return Path(value).resolve() if value else default()
 
 
+def is_url(value: str) -> bool:
+    """True for an object-store URL (``s3://...``); plain paths and ``file://`` URLs are local."""
+    return bool(_URL_RE.match(value or "")) and not value.lower().startswith("file://")
+
+
+def data_url() -> Optional[str]:
+    """``CORPUS_HOME`` when it is an object-store URL, else None (a local data root)."""
+    value = os.environ.get("CORPUS_HOME", "")
+    return value.rstrip("/") if is_url(value) else None
+
+
 def corpus_home() -> Path:
-    return _env_path("CORPUS_HOME", lambda: project_root() / "var")
+    """The local root: the data root itself, or the local cache and working root of an object store."""
+    url = data_url()
+    if url is None:
+        value = os.environ.get("CORPUS_HOME", "")
+        if value.lower().startswith("file://"):
+            return Path(value[len("file://"):]).resolve()
+        return _env_path("CORPUS_HOME", lambda: project_root() / "var")
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", url).strip("-")[:80]
+    return _env_path("CORPUS_LOCAL", lambda: project_root() / "var" / "object-store" / slug)
 
 
 def dagster_home() -> Path:
@@ -41,7 +69,10 @@ def ensure_homes() -> tuple[Path, Path]:
     home = corpus_home()
     dh = dagster_home()
     dh.mkdir(parents=True, exist_ok=True)
-    os.environ["CORPUS_HOME"] = str(home)
+    if data_url() is None:
+        os.environ["CORPUS_HOME"] = str(home)
+    else:
+        os.environ["CORPUS_LOCAL"] = str(home)
     os.environ["DAGSTER_HOME"] = str(dh)
     return home, dh
 

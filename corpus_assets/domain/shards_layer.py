@@ -268,6 +268,7 @@ def build_packed_shards(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    store.seal_tree(str(final.relative_to(home)))  # to the object store, before any version names it
 
     report["shard_set"] = str(final.relative_to(home))
     report["shard_set_digest"] = set_digest
@@ -318,5 +319,12 @@ def shard_dirs(store: LayerStore, release: str, split: str) -> list[tuple[Path, 
     out = []
     for r in v.read_table("shards").to_pylist():
         if r["split"] == split:
-            out.append((store.home / r["directory"], json.loads(r["meta_json"])))
+            out.append((shard_directory(store, r["directory"]), json.loads(r["meta_json"])))
     return out
+
+
+def shard_directory(store: LayerStore, directory: str) -> Path:
+    """The local path of a ``packed_shards`` row's ``directory`` (``shards/<release>/<set>/<split>``),
+    fetching its shard set from the object store first when only the store holds it."""
+    shard_set, _, split = directory.rpartition("/")
+    return store.tree_dir(shard_set) / split

@@ -325,7 +325,9 @@ def shard_spans_files(store: LayerStore, home: Path | str, shards_version: Layer
         for directory, meta_json in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
             spans = json.loads(meta_json).get("files", {}).get("spans")
             if spans:
-                out.append(home / directory / spans["path"])
+                shard_set, _, split = directory.rpartition("/")
+                local = store.tree_dir(shard_set) if store.home == home else home / shard_set
+                out.append(local / split / spans["path"])
     return out
 
 
