@@ -4,6 +4,8 @@
     corpus sources              validate sources.yaml and list the sources
     corpus snapshot SOURCE      capture a new snapshot of SOURCE and materialize it through Dagster
     corpus layers               list current layer versions under $CORPUS_HOME
+    corpus cache prune          object-store data root: drop cached versions the store no longer
+                                holds and apply revocations to cached release builds
     corpus releases [NAME]      the release registry: published / superseded / revoked versions
     corpus verify RELEASE|DIR   re-hash a published release against its manifest (and signature)
     corpus consume RELEASE --run-id ID [--build-id B] [--consumer WHO]
@@ -80,6 +82,25 @@ def _cmd_layers(args) -> int:
             v = store.current(asset, part)
             rows = ", ".join(f"{t}={m['rows']}" for t, m in sorted(v.manifest["tables"].items()))
             print(f"{asset:<20} {part:<36} {v.version}  {rows}")
+    return 0
+
+
+def _cmd_cache(args) -> int:
+    from corpus_assets.domain.layer_store import LayerStore
+    from corpus_assets.domain.release_mirror import prune_revoked
+    from corpus_assets.domain.settings import corpus_home
+
+    store = LayerStore.from_env(corpus_home())
+    if store.remote is None:
+        print(f"CORPUS_HOME is a local directory ({store.home}): there is no cache to prune")
+        return 0
+    removed = store.prune_cache()
+    revoked = prune_revoked(store.remote, store.home / "releases")
+    for path in removed:
+        print(f"removed {path}")
+    for build in revoked:
+        print(f"withdrew the shards of revoked build {build}")
+    print(f"cache {store.home}: {len(removed)} version(s) or shard set(s) removed, {len(revoked)} revoked build(s) withdrawn")
     return 0
 
 
@@ -223,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("recipe", help="recipe data jobs: corpus recipe run --config X --output DIR [--resume] [--export-hf DIR]")
     p = sub.add_parser("layers", help="list the current layer versions")
     p.set_defaults(func=_cmd_layers)
+    p = sub.add_parser("cache", help="object-store data root: prune the local cache (see docs/operations.md)")
+    p.add_argument("action", choices=["prune"])
+    p.set_defaults(func=_cmd_cache)
     p = sub.add_parser("releases", help="list the release registry")
     p.add_argument("name", nargs="?", default=None)
     p.set_defaults(func=_cmd_releases)

@@ -144,7 +144,11 @@ def run_demo(port: int | None = None, echo=print) -> dict:
     if published is not None:
         echo(f"release demo published: {published}  (check it: corpus verify demo)")
     echo("")
-    echo(f"data root (CORPUS_HOME): {home}")
+    if store.remote is not None:
+        echo(f"data root (CORPUS_HOME): {store.remote.url}  (layers/, shards/, releases/; cached locally below)")
+        echo(f"local root (CORPUS_LOCAL): {home}")
+    else:
+        echo(f"data root (CORPUS_HOME): {home}")
     echo(f"  raw snapshots:     {store.layers_root / RAW_ASSET}  (owner-only)")
     echo(f"  canonical records: {store.layers_root / CANONICAL_ASSET}")
     echo(f"  curated records:   {store.layers_root / CURATED_ASSET}")

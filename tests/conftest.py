@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from s3_server import s3_env, s3_server
+
 PROJECT = Path(__file__).resolve().parents[1]
+S3_FIXTURES = (s3_env, s3_server)  # the real S3-compatible server on 127.0.0.1, for any test module
 
 
 @pytest.fixture

@@ -449,6 +449,29 @@ class LayerStore:
         if self.remote is not None:
             self.remote.delete_tree(rel)
 
+    def prune_cache(self) -> list[str]:
+        """Object store only: delete cached layer versions and shard sets the store no longer holds
+        (dropped by a purge or retention run on another machine), so deleted data does not linger
+        in this machine's cache. Returns the local paths removed, relative to ``home``."""
+        if self.remote is None:
+            return []
+        removed: list[str] = []
+        candidates: list[tuple[Path, str]] = []
+        if self.layers_root.is_dir():
+            for vdir in sorted(self.layers_root.glob("*/*/*")):
+                if vdir.is_dir() and not vdir.name.startswith(".") and not vdir.parent.name.startswith("."):
+                    candidates.append((vdir, f"{vdir.relative_to(self.home).as_posix()}/{MANIFEST}"))
+        shard_root = self.home / "shards"
+        if shard_root.is_dir():
+            for sdir in sorted(shard_root.glob("*/*")):
+                if sdir.is_dir() and not sdir.name.startswith("."):
+                    candidates.append((sdir, f"{sdir.relative_to(self.home).as_posix()}/_tree.json"))
+        for local, seal in candidates:
+            if not self.remote.exists(seal):
+                shutil.rmtree(local)
+                removed.append(local.relative_to(self.home).as_posix())
+        return removed
+
     # --- pointers and the remote mirror ---------------------------------------------------
 
     def set_current(self, asset: str, partition: str, version: str) -> None:

@@ -90,6 +90,9 @@ class ObjectStore:
     # --- addressing -------------------------------------------------------------------------
 
     def key(self, rel: str) -> str:
+        """The file system path of ``rel`` ("" is the root itself)."""
+        if rel == "":
+            return self.root
         return posixpath.join(self.root, _check_rel(rel)) if self.root else _check_rel(rel)
 
     def uri(self, rel: str = "") -> str:
@@ -128,8 +131,9 @@ class ObjectStore:
 
     def create_bytes(self, rel: str, data: bytes) -> bool:
         """Create the object only if absent (conditional put). True when this call created it."""
+        if not data:  # s3fs writes an empty body with a plain (unconditional) touch
+            raise ObjectStoreError(f"conditional create of {self.uri(rel)} needs a non-empty body")
         key = self.key(rel)
-        self.fs.makedirs(posixpath.dirname(key), exist_ok=True)
         try:
             with self.fs.open(key, "xb") as f:
                 f.write(data)
@@ -148,7 +152,6 @@ class ObjectStore:
     def upload(self, local: Path, rel: str) -> None:
         key = self.key(rel)
         try:
-            self.fs.makedirs(posixpath.dirname(key), exist_ok=True)
             self.fs.put_file(str(local), key)
         except OSError as exc:
             raise ObjectStoreError(f"uploading {local} to {self.uri(rel)}: {exc}") from exc
@@ -189,11 +192,15 @@ class ObjectStore:
             pass
 
     def delete_tree(self, rel: str) -> int:
-        """Remove every object under ``rel``; returns how many were removed."""
+        """Remove every object under ``rel``; returns how many were removed. Checked by listing
+        again: a bulk delete may report success for objects it could not remove (s3fs ignores
+        per-object errors), and a deletion that silently failed must not be reported as done."""
         files = self.list_files(rel)
         if files:
             self.fs.rm([posixpath.join(self.key(rel), f) for f in files])
-        self._fresh(rel)
+            left = self.list_files(rel)
+            if left:
+                raise ObjectStoreError(f"could not delete {len(left)} object(s) under {self.uri(rel)}, e.g. {left[0]}")
         return len(files)
 
     # --- sealed trees (content-addressed directories) ---------------------------------------

@@ -64,8 +64,9 @@ CURRENT still names the previous version, and the next publish of the same build
 complete directory, verifies it, reuses it and moves CURRENT. ``os.replace`` is atomic, so (3)
 leaves either the old or the new pointer. A crashed publisher leaves at most a ``.tmp-*``
 directory, removed by the next publisher (see above). This relies on a POSIX local file system
-(atomic same-directory rename); on object storage, uploading objects one by one is *not* an atomic
-publish and the pointer would need a conditional update instead.
+(atomic same-directory rename); with an object-store data root, release_mirror.py runs the same
+algorithm against the store after this local publish, with conditional creates as the decision
+points.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ from corpus_assets.domain.object_store import ObjectStore
 from corpus_assets.domain.publish import (
     CURRENT_NAME,
     MANIFEST_NAME,
+    SIGNATURE_NAME,
     STALE_AFTER_SECONDS,
     PublishError,
     ReleaseConflictError,
@@ -83,7 +84,14 @@ def pull_release(remote: ObjectStore, releases_root: Path, release: str, bid: st
     if sealed_digest(remote, release, bid) is None:
         return None
     base = _base(release, bid)
-    files = [f for f in remote.list_files(base) if f != CLAIM_NAME]
+    manifest = json.loads(remote.read_bytes(f"{base}/{MANIFEST_NAME}"))
+    # Only what the manifest describes, plus the descriptors that describe it — never stray objects.
+    present = set(remote.list_files(base))
+    listed = {a["path"] for a in manifest.get("artifacts", [])}
+    if isinstance(manifest.get("data_card"), dict):
+        listed.add(manifest["data_card"]["path"])
+    # (a listed file the store lacks — a revoked build's withdrawn shards — fails verification below)
+    files = sorted((listed | {MANIFEST_NAME, SIGNATURE_NAME, REVOKED_NAME}) & present)
     local.parent.mkdir(parents=True, exist_ok=True)
     tmp = local.parent / f".tmp-pull-{uuid.uuid4().hex}"
     try:
@@ -154,6 +162,11 @@ def push_release(remote: ObjectStore, local: Path, release: str, bid: str, diges
         raise _conflict(remote, release, bid, digest, theirs, local)
     status = "reused"
     if theirs is None and _claim(remote, release, bid, digest, local, wait_seconds=wait_seconds, clock=clock):
+        # Whatever a crashed claimant left under the prefix goes first: the sealed build must hold
+        # exactly what this publisher uploads (a stray manifest.sig would sign another manifest).
+        for stray in remote.list_files(base):
+            if stray != CLAIM_NAME:
+                remote.delete(f"{base}/{stray}")
         files = sorted(p for p in Path(local).rglob("*") if p.is_file() and p.name != MANIFEST_NAME)
         total = sum(p.stat().st_size for p in files)
         log(f"uploading release {release} build {bid[:16]}: {len(files)} files, {total} bytes to {remote.uri(base)}")
@@ -180,3 +193,27 @@ def withdraw_remote(remote: ObjectStore, release: str, bid: str, note: bytes) ->
     if sealed_digest(remote, release, bid) is not None:
         remote.write_bytes(f"{base}/{REVOKED_NAME}", note)
     return removed
+
+
+def prune_revoked(remote: ObjectStore, releases_root: Path) -> list[str]:
+    """Apply revocations made on other machines to this machine's copies: a locally cached build
+    the store marks ``REVOKED.json`` loses its shards and gets the note. Returns the builds pruned."""
+    pruned = []
+    root = Path(releases_root)
+    if not root.is_dir():
+        return pruned
+    for build in sorted(root.glob("*/*")):
+        if not build.is_dir() or build.name.startswith(".") or not (build / MANIFEST_NAME).is_file():
+            continue
+        release = build.parent.name
+        try:
+            note = remote.read_bytes(f"{_base(release, build.name)}/{REVOKED_NAME}")
+        except ValueError:
+            continue  # not a build directory name
+        if note is None:
+            continue
+        if (build / "shards").exists():
+            shutil.rmtree(build / "shards")
+            pruned.append(f"{release}/{build.name}")
+        (build / REVOKED_NAME).write_bytes(note)
+    return pruned
