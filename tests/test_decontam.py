@@ -635,3 +635,18 @@ def test_export_real_benchmarks_when_installed(tmp_path):
         pytest.skip(f"optional benchmark packages not installed ({exc})")
     manifest = eb.export(tmp_path, None)
     assert manifest["items_per_benchmark"] == {"gsm8k": 100, "humaneval": 164, "mmlu": 14042}
+
+
+def test_the_shipped_unicode_word_table_is_what_the_scan_computes():
+    """Workers build the tokenizer regexes from the shipped table instead of scanning all code
+    points at start-up; it must be exactly the scan's result for this Python's Unicode database
+    (regenerate with scripts/gen_unicode_word_table.py after a Python upgrade)."""
+    import unicodedata
+
+    from corpus_assets.domain import unicode_word_table
+    from corpus_assets.domain.decontam import compute_extra_word_ranges
+
+    if unicode_word_table.UNIDATA_VERSION != unicodedata.unidata_version:
+        pytest.skip(f"table is for Unicode {unicode_word_table.UNIDATA_VERSION}, this Python has "
+                    f"{unicodedata.unidata_version}: the scan is used instead")
+    assert list(unicode_word_table.EXTRA_RANGES) == compute_extra_word_ranges()

@@ -233,6 +233,37 @@ class _TokenRegexes(NamedTuple):
     astral: re.Pattern  # finds an astral character
 
 
+def compute_extra_word_ranges() -> list[tuple[int, int]]:
+    """The word characters ``str.isalnum()`` misses (marks, compatibility characters; CJK
+    excepted), as inclusive code point ranges. Scans every code point (~2 s): the result for the
+    running Unicode version is shipped in unicode_word_table.py (scripts/gen_unicode_word_table.py)."""
+    return _runs(
+        cp for cp in range(0x80, 0x110000)
+        if not chr(cp).isalnum() and not _is_cjk(cp) and _is_word_char(chr(cp))
+    )
+
+
+def _extra_word_ranges() -> list[tuple[int, int]]:
+    from corpus_assets.domain import unicode_word_table as table
+
+    if table.UNIDATA_VERSION == unicodedata.unidata_version:
+        return list(table.EXTRA_RANGES)
+    return compute_extra_word_ranges()  # another Python, another Unicode database: compute
+
+
+def _split_at_astral(ranges: Iterable[tuple[int, int]]) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    bmp, astral = [], []
+    for lo, hi in ranges:
+        if hi < 0x10000:
+            bmp.append((lo, hi))
+        elif lo >= 0x10000:
+            astral.append((lo, hi))
+        else:
+            bmp.append((lo, 0xFFFF))
+            astral.append((0x10000, hi))
+    return bmp, astral
+
+
 @functools.lru_cache(maxsize=1)
 def _unicode_token_res() -> _TokenRegexes:
     """``CJK char | maximal run of other word chars``, as two equivalent regexes (built once).
@@ -243,14 +274,11 @@ def _unicode_token_res() -> _TokenRegexes:
     ``re`` stores a character set that holds only BMP characters as a constant-time bitmap, so the
     BMP pattern is several times faster; it is used when the text has no astral character.
     """
-    extra = [
-        cp for cp in range(0x80, 0x110000)
-        if not chr(cp).isalnum() and not _is_cjk(cp) and _is_word_char(chr(cp))
-    ]
+    extra_b, extra_a = _split_at_astral(_extra_word_ranges())
     cjk_b = _ranges_to_class(r for r in _CJK_RANGES if r[1] < 0x10000)
     cjk_a = _ranges_to_class(r for r in _CJK_RANGES if r[0] >= 0x10000)
-    e_b = _ranges_to_class(_runs(cp for cp in extra if cp < 0x10000))
-    e_a = _ranges_to_class(_runs(cp for cp in extra if cp >= 0x10000))
+    e_b = _ranges_to_class(extra_b)
+    e_a = _ranges_to_class(extra_a)
 
     def pattern(cjk: str, w_excl: str, e: str) -> str:
         W, E = f"[^\\W_{w_excl}]", f"[{e}]"
