@@ -6,7 +6,13 @@ from corpus_assets.domain.config_files import validate
 from corpus_assets.domain.mixture_layer import MIXTURE_ASSET
 from corpus_assets.domain.progress import Progress
 from corpus_assets.domain.release_layers import TOKENIZER_ASSET
-from corpus_assets.domain.shards_layer import SHARDS_LAYER_VERSION, ShardSpec, build_packed_shards, resolve_packing
+from corpus_assets.domain.shards_layer import (
+    SHARDS_LAYER_VERSION,
+    ShardSpec,
+    build_packed_shards,
+    resolve_packing,
+    verify_packed_shards,
+)
 from corpus_assets.domain.splits import SplitPolicy
 from corpus_assets.domain.token_views_layer import TOKEN_VIEWS_ASSET, frozen_tokenizer_of
 from corpus_assets.metadata import markdown_table, version_metadata
@@ -32,8 +38,10 @@ from resources.storage import StorageResource
         "content-addressed shard set under `$CORPUS_HOME/shards/<release>/`."
     ),
     check_specs=[
-        dg.AssetCheckSpec("span_coverage", asset="packed_shards",
-                          description="every non-pad position of every block is covered by exactly one provenance span; padding by none."),
+        dg.AssetCheckSpec("span_coverage", asset="packed_shards", blocking=True,
+                          description="Re-reads every written shard (sha256, index) and checks its provenance spans: every "
+                                      "position covered exactly once, padding only by pad spans and never in the loss. "
+                                      "Blocking: release_manifest does not run on shards that fail it."),
     ],
 )
 def packed_shards_asset(context: dg.AssetExecutionContext, storage: StorageResource, releases: ReleasesResource):
@@ -91,8 +99,15 @@ def packed_shards_asset(context: dg.AssetExecutionContext, storage: StorageResou
             **version_metadata(version),
         },
     )
+    verified = verify_packed_shards(store, version)
     yield dg.AssetCheckResult(
         check_name="span_coverage",
-        passed=all(r.get("coverage_ok", True) for r in splits.values()),
-        metadata={s: str(r.get("coverage_ok", "no blocks")) for s, r in splits.items()},
+        passed=all(v["ok"] for v in verified.values()),
+        metadata={
+            "shards_checked": dg.MetadataValue.int(sum(v["shards"] for v in verified.values())),
+            "blocks_checked": dg.MetadataValue.int(sum(v["blocks"] for v in verified.values())),
+            "per_split": dg.MetadataValue.md(markdown_table(
+                ["split", "shards", "blocks", "ok", "problems"],
+                [(k, v["shards"], v["blocks"], v["ok"], "; ".join(v["problems"]) or "none") for k, v in sorted(verified.items())])),
+        },
     )

@@ -266,8 +266,9 @@ def test_a_tampered_object_is_refused_and_never_cached(s3_env, tmp_path):
 
 
 def test_unsealed_uploads_are_invisible_and_drop_versions_collects_them(s3_env, tmp_path):
-    """A crashed writer's upload (no _manifest.json) is not a version; drop_versions() removes it and
-    old sealed versions from the bucket and the cache, and keeps the current one."""
+    """A crashed writer's upload (no _manifest.json) is not a version; drop_versions() removes old
+    sealed versions from the bucket and the cache at once, the unsealed upload once it is older
+    than a live writer could be, and keeps the current one."""
     bucket = s3_env.new_bucket()
     store = LayerStore(tmp_path / "a", remote=_remote(bucket), **STORE_KW)
     old = _commit(store, _rows(30))
@@ -283,7 +284,10 @@ def test_unsealed_uploads_are_invisible_and_drop_versions_collects_them(s3_env, 
     assert crashed not in other.versions("demo", "p1")
     assert other.current("demo", "p1").version == new.version
 
+    # a young unsealed upload may be a live writer's: kept; an hour later it is a dead writer's
     assert store.drop_versions("demo", "p1") == [old.version]
+    assert f"layers/demo/p1/{crashed}/rows/part-00000.parquet" in _rels(s3_env, bucket)
+    assert store.drop_versions("demo", "p1", clock=lambda: time.time() + 3601) == []
     new_keys = [f"layers/demo/p1/{new.version}/{f['path']}" for f in new.manifest["tables"]["rows"]["files"]]
     assert _rels(s3_env, bucket) == sorted(
         new_keys + [f"layers/demo/p1/{new.version}/_manifest.json", "layers/demo/p1/CURRENT"]

@@ -162,3 +162,55 @@ def test_bad_mixture_and_packing_input_fails_the_right_step_naming_the_field(cor
             failed = [ev.step_key for ev in result.all_events if ev.event_type_value == "STEP_FAILURE"]
             assert failed == [step], (body, failed)
             assert words in step_failure(result), (body, step_failure(result))
+
+
+def test_span_coverage_check_rereads_the_written_shards_and_fails_on_a_defect(corpus_env, tmp_path, monkeypatch):
+    """The span_coverage check verifies what is on disk, not what the packer meant: a shard whose
+    spans file lost a span (its digest updated, so only coverage can tell) fails it, naming the
+    shard; a shard whose bytes changed fails the digest check."""
+    import hashlib
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from corpus_assets.domain.shards_layer import SHARDS_TABLES, verify_packed_shards
+
+    assert _build(tmp_path, monkeypatch).success
+    store = LayerStore(corpus_env)
+    built = store.require_current("packed_shards", "r1")
+    report = verify_packed_shards(store, built)
+    assert all(v["ok"] and v["problems"] == [] for v in report.values()) and report["train"]["shards"] >= 1
+
+    rows = built.read_table("shards").to_pylist()
+    src_set = rows[0]["directory"].rsplit("/", 1)[0]
+    bad_set = "shards/r1/defect"
+    shutil.copytree(corpus_env / src_set, corpus_env / bad_set)
+    victim = next(r for r in rows if r["split"] == "train")
+    meta = json.loads(victim["meta_json"])
+    spans_path = corpus_env / bad_set / "train" / meta["files"]["spans"]["path"]
+    spans = pq.read_table(spans_path)
+    non_pad = [i for i, p in enumerate(spans.column("pad").to_pylist()) if not p]
+    keep = [i for i in range(spans.num_rows) if i != non_pad[0]]
+    pq.write_table(spans.take(keep), spans_path)
+    data = spans_path.read_bytes()
+    meta["files"]["spans"].update(sha256=hashlib.sha256(data).hexdigest(), bytes=len(data))
+    tampered = []
+    for r in rows:
+        r = dict(r, directory=r["directory"].replace(src_set, bad_set))
+        if r["name"] == victim["name"] and r["split"] == "train":
+            r["meta_json"] = json.dumps(meta, sort_keys=True, separators=(",", ":"))
+        tampered.append(r)
+    with store.new_version("packed_shards", "r1-defect", SHARDS_TABLES, built.manifest["build_spec"]) as w:
+        w.write("shards", tampered)
+        defect = w.commit()
+    report = verify_packed_shards(store, defect)
+    assert report["train"]["ok"] is False and report["validation"]["ok"] is True
+    assert any(p.startswith(f"{victim['name']}: ") and "not covered" in p for p in report["train"]["problems"])
+
+    # changed bytes without a matching digest: refused before coverage is even looked at
+    bin_path = corpus_env / bad_set / "train" / meta["files"]["bin"]["path"]
+    raw = bytearray(bin_path.read_bytes())
+    raw[0] ^= 1
+    bin_path.write_bytes(bytes(raw))
+    report = verify_packed_shards(store, defect)
+    assert report["train"]["ok"] is False and any("sha256" in p or "digest" in p for p in report["train"]["problems"])

@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import shutil
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,7 @@ from corpus_assets.domain.object_store import ObjectStore, store_from_env
 CURRENT = "CURRENT"
 MANIFEST = "_manifest.json"
 UNPARTITIONED = "_all"
+UNSEALED_STALE_SECONDS = 3600  # an unsealed upload older than this belongs to a dead writer
 LAYOUT_VERSION = 1
 
 _PRIVATE_DIR_MODE = 0o700
@@ -626,10 +628,15 @@ class LayerStore:
             return []
         return sorted(p.name for p in d.iterdir() if p.is_dir() and not p.name.startswith(".") and (p / MANIFEST).is_file())
 
-    def drop_versions(self, asset: str, partition: str, keep_current: bool = True) -> list[str]:
+    def drop_versions(self, asset: str, partition: str, keep_current: bool = True, *,
+                      unsealed_after: float = UNSEALED_STALE_SECONDS, clock=time.time) -> list[str]:
         """Delete every version of a partition except the current one (and stale staging data and
         unsealed uploads); with ``keep_current=False`` the whole partition — in the object store
-        and in the local cache. Returns the complete versions removed."""
+        and in the local cache. Returns the complete versions removed.
+
+        In the object store an unsealed upload is removed only once it is ``unsealed_after``
+        seconds old: a younger one may be a live writer's, which would otherwise seal a version
+        whose files were deleted under it."""
         current = self.current_version_name(asset, partition) if keep_current else None
         removed: set[str] = set()
         if self.remote is not None:
@@ -638,10 +645,15 @@ class LayerStore:
             if not keep_current:
                 self.remote.delete(self._rel(asset, partition, CURRENT))
             for name in self.remote.list_dir(rel):
-                if name != CURRENT and name != current:
-                    self.remote.delete_tree(f"{rel}/{name}")
-                    if name in sealed:
-                        removed.add(name)
+                if name == CURRENT or name == current:
+                    continue
+                if name not in sealed:
+                    changed = self.remote.newest_change(f"{rel}/{name}")
+                    if changed is not None and clock() - changed < unsealed_after:
+                        continue  # possibly a live writer's upload
+                self.remote.delete_tree(f"{rel}/{name}")
+                if name in sealed:
+                    removed.add(name)
         d = self.partition_dir(asset, partition)
         if d.is_dir():
             for p in sorted(d.iterdir()):

@@ -185,6 +185,22 @@ class ObjectStore:
             return []
         return sorted(posixpath.relpath(f, base) for f in found if f.rstrip("/") != base)
 
+    def newest_change(self, rel: str) -> Optional[float]:
+        """The latest modification time (epoch seconds) of the objects under ``rel``; None when
+        there are none or the store does not report times."""
+        self._fresh(rel)
+        try:
+            found = self.fs.find(self.key(rel), detail=True)
+        except FileNotFoundError:
+            return None
+        times = []
+        for info in found.values():
+            t = info.get("LastModified", info.get("mtime", info.get("created")))
+            if t is None:
+                continue
+            times.append(t.timestamp() if hasattr(t, "timestamp") else float(t))
+        return max(times) if times else None
+
     def delete(self, rel: str) -> None:
         try:
             self.fs.rm_file(self.key(rel))

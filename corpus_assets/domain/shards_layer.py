@@ -42,7 +42,14 @@ from corpus_assets.domain.hashing import canonical_json
 from corpus_assets.domain.layer_store import LayerStore, LayerVersion, TableSpec
 from corpus_assets.domain.mixture_layer import packable_views
 from corpus_assets.domain.packing import Packer, PackedBlocks, PackingPolicy, coverage_check, packing_policy_version
-from corpus_assets.domain.shards import ShardWriter, shard_capacity, with_record_labels, write_shard_manifest
+from corpus_assets.domain.shards import (
+    ShardIntegrityError,
+    ShardWriter,
+    open_shard,
+    shard_capacity,
+    with_record_labels,
+    write_shard_manifest,
+)
 
 SHARDS_ASSET = "packed_shards"
 SHARDS_LAYER_VERSION = "packed-shards-layer-1"
@@ -328,3 +335,36 @@ def shard_directory(store: LayerStore, directory: str) -> Path:
     fetching its shard set from the object store first when only the store holds it."""
     shard_set, _, split = directory.rpartition("/")
     return store.tree_dir(shard_set) / split
+
+
+def verify_packed_shards(store: LayerStore, version: LayerVersion, max_problems: int = 5) -> dict[str, dict]:
+    """Re-read every shard a ``packed_shards`` version lists — from the shard set on disk (or the
+    object store), not from what the packer meant to write — and check it: every file's sha256 and
+    size, the ``.idx``, then span coverage (every position covered once, padding by pad spans
+    only, padding never in the loss). Per split: shards, blocks, ok, problems (first few)."""
+    pad_id = int(version.manifest.get("build_spec", {}).get("policy", {}).get("pad_id", 0))
+    out: dict[str, dict] = {}
+    for r in version.read_table("shards", columns=["split", "directory", "meta_json"]).to_pylist():
+        meta = json.loads(r["meta_json"])
+        entry = out.setdefault(r["split"], {"shards": 0, "blocks": 0, "ok": True, "problems": []})
+        entry["shards"] += 1
+        entry["blocks"] += int(meta.get("blocks", 0))
+        problems: list[str] = []
+        try:
+            view = open_shard(shard_directory(store, r["directory"]), meta, verify=True)
+        except (ShardIntegrityError, FileNotFoundError, OSError, ValueError) as exc:
+            problems.append(str(exc))
+        else:
+            blocks = PackedBlocks(
+                seq_len=view.seq_len, pad_id=pad_id, first_block=0, tokens=view.tokens, loss_mask=view.loss_mask,
+                segment_ids=view.segment_ids,
+                position_ids=view.position_ids if view.position_ids is not None else np.zeros_like(view.segment_ids),
+                spans=view.spans(), stats=None,
+            )
+            ok, detail = coverage_check(blocks)
+            problems += [f"{meta['name']}: {p}" for p in detail["problems"]]
+            view.close()
+        if problems:
+            entry["ok"] = False
+            entry["problems"] = (entry["problems"] + problems)[:max_problems]
+    return out
