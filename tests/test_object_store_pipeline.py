@@ -7,6 +7,7 @@ version holding the deleted text are gone from it, and the successor is sealed a
 import hashlib
 import io
 import json
+import re
 
 import dagster as dg
 import pyarrow as pa
@@ -56,6 +57,11 @@ def test_release_and_deletion_with_the_data_root_in_a_bucket(corpus_env, s3_env,
         result = run_release(defs, instance)
         assert result.success, step_failure(result)
         mats = {e.asset_key.to_user_string(): e.materialization.metadata for e in result.get_asset_materialization_events()}
+        # the release's shards are copied inside the store from the sealed shard set, not uploaded twice
+        logs = [e.user_message for e in instance.all_logs(result.run_id)]
+        (upload,) = [m for m in logs if "copied inside the store" in m]
+        copied = int(re.search(r"(\d+) copied inside the store", upload).group(1))
+        uploaded = int(re.search(r"(\d+) files \(\d+ bytes\) uploaded", upload).group(1))
 
         keys = s3.keys(bucket, "corpus/")
         # every layer is sealed and pointed at in the bucket; the catalog and Dagster's home stay local
@@ -72,6 +78,8 @@ def test_release_and_deletion_with_the_data_root_in_a_bucket(corpus_env, s3_env,
         local = corpus_env / published["path"]
         files = sorted(p for p in local.rglob("*") if p.is_file())
         assert any(p.suffix == ".bin" for p in files)
+        shard_files = [p for p in files if p.relative_to(local).parts[0] == "shards"]
+        assert copied == len(shard_files) and uploaded == len(files) - len(shard_files) - 1  # manifest.json: the seal
         for p in files:
             key = f"corpus/releases/r1/{bid}/{p.relative_to(local).as_posix()}"
             assert hashlib.sha256(_body(s3, bucket, key)).digest() == hashlib.sha256(p.read_bytes()).digest(), key

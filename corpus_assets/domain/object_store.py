@@ -156,6 +156,15 @@ class ObjectStore:
         except OSError as exc:
             raise ObjectStoreError(f"uploading {local} to {self.uri(rel)}: {exc}") from exc
 
+    def copy(self, src: str, dst: str) -> None:
+        """Copy an object inside the store (server-side on S3: no bytes through this machine)."""
+        try:
+            self.fs.copy(self.key(src), self.key(dst))
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{self.uri(src)} does not exist") from None
+        except OSError as exc:
+            raise ObjectStoreError(f"copying {self.uri(src)} to {self.uri(dst)}: {exc}") from exc
+
     def download(self, rel: str, local: Path) -> None:
         local.parent.mkdir(parents=True, exist_ok=True)
         try:

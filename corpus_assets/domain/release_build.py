@@ -86,6 +86,17 @@ def stage_shards(store: LayerStore, shard_rows: list[dict], tmp: Path) -> None:
             _link_or_copy(src_dir / "shards.json", tmp / "shards" / split / "shards.json")
 
 
+def _shard_set_objects(shard_rows: list[dict]) -> dict[str, str]:
+    """Release path -> object of the sealed shard set holding the same bytes (what stage_shards links)."""
+    out = {}
+    for r in shard_rows:
+        meta = json.loads(r["meta_json"])
+        for f in meta["files"].values():
+            out[f"shards/{r['split']}/{f['path']}"] = f"{r['directory']}/{f['path']}"
+        out[f"shards/{r['split']}/shards.json"] = f"{r['directory']}/shards.json"
+    return out
+
+
 def build_release(
     store: LayerStore,
     release: str,
@@ -124,7 +135,8 @@ def build_release(
     )
     mirror = None
     if store.remote is not None:
-        mirror = push_release(store.remote, result.path, release, bid, result.content_digest, log=log)
+        mirror = push_release(store.remote, result.path, release, bid, result.content_digest,
+                              copy_from=_shard_set_objects(shard_rows), log=log)
     manifest = json.loads((result.path / "manifest.json").read_text(encoding="utf-8"))
     return ReleaseBuild(result, build_spec, manifest, mirror)
 

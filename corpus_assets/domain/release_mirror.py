@@ -32,7 +32,7 @@ import shutil
 import time
 import uuid
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional
 
 from corpus_assets.domain.faults import pause_point
 from corpus_assets.domain.keys import validate_release_name
@@ -151,11 +151,14 @@ def _claim(remote: ObjectStore, release: str, bid: str, digest: str, local: Path
 
 
 def push_release(remote: ObjectStore, local: Path, release: str, bid: str, digest: str, *,
+                 copy_from: Optional[Mapping[str, str]] = None,
                  wait_seconds: float = 60.0, clock: Callable[[], float] = time.time,
                  log: Callable[[str], None] = lambda _m: None) -> str:
     """Upload a locally published build and point the store's CURRENT at it.
 
-    Returns "uploaded" or "reused" (the store already held the same content)."""
+    ``copy_from`` maps a build file (relative path) to an object already in the store with the
+    same bytes — the shards, which the sealed shard set holds — copied server-side instead of
+    uploaded again. Returns "uploaded" or "reused" (the store already held the same content)."""
     base = _base(release, bid)
     theirs = sealed_digest(remote, release, bid)
     if theirs is not None and theirs != digest:
@@ -168,10 +171,16 @@ def push_release(remote: ObjectStore, local: Path, release: str, bid: str, diges
             if stray != CLAIM_NAME:
                 remote.delete(f"{base}/{stray}")
         files = sorted(p for p in Path(local).rglob("*") if p.is_file() and p.name != MANIFEST_NAME)
-        total = sum(p.stat().st_size for p in files)
-        log(f"uploading release {release} build {bid[:16]}: {len(files)} files, {total} bytes to {remote.uri(base)}")
+        copies = dict(copy_from or {})
+        sent = [p for p in files if p.relative_to(local).as_posix() not in copies]
+        log(f"release {release} build {bid[:16]} to {remote.uri(base)}: {len(sent)} files "
+            f"({sum(p.stat().st_size for p in sent)} bytes) uploaded, {len(files) - len(sent)} copied inside the store")
         for p in files:
-            remote.upload(p, f"{base}/{p.relative_to(local).as_posix()}")
+            rel = p.relative_to(local).as_posix()
+            if rel in copies:
+                remote.copy(copies[rel], f"{base}/{rel}")
+            else:
+                remote.upload(p, f"{base}/{rel}")
         pause_point("release_mirror:uploaded")  # artifacts uploaded, build not sealed
         if remote.create_bytes(f"{base}/{MANIFEST_NAME}", (Path(local) / MANIFEST_NAME).read_bytes()):
             status = "uploaded"
