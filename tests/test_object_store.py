@@ -48,6 +48,7 @@ from corpus_assets.domain.publish import (
     verify_release,
 )
 from corpus_assets.domain.release_mirror import pull_release, push_release, withdraw_remote
+from test_publish import FILES_A, FILES_B
 
 PROJECT = Path(__file__).resolve().parents[1]
 
@@ -392,13 +393,7 @@ def test_private_tables_stay_owner_only_when_downloaded(s3_env, tmp_path):
 # --- release_mirror -------------------------------------------------------------------------------
 
 SPEC = {"release_spec": {"name": "demo"}, "inputs": {"x": "c" * 64}, "tombstone_generation": 0}
-FILES_A = {
-    "shards/train/train-00000.bin": bytes(range(256)) * 8,
-    "shards/train/train-00000.idx": b"MMIDIDX\x00\x00" + b"\x01" * 40,
-    "shards/validation/validation-00000.bin": b"v" * 300,
-    "reports/stage_counts.json": b'{"accepted": 10}',
-}
-FILES_B = {**FILES_A, "shards/train/train-00000.bin": bytes(range(256)) * 7}
+# FILES_A / FILES_B: the same small builds as tests/test_publish.py (they differ in one shard's bytes)
 
 
 def _publish(releases_root: Path, files=FILES_A, spec=SPEC):
