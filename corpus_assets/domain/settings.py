@@ -87,3 +87,9 @@ def releases_dir() -> Path:
 
 def dedup_path() -> Path:
     return _env_path("CORPUS_DEDUP", lambda: project_root() / "dedup.yaml")
+
+
+if __name__ == "__main__":  # `python settings.py dagster_home`: the Makefile asks where things live
+    import sys
+
+    print({"corpus_home": corpus_home, "dagster_home": dagster_home}[sys.argv[1]]())
