@@ -87,22 +87,23 @@ def test_plan_is_packed_into_shards_whose_every_position_traces_to_its_view(corp
     mix = result.asset_materializations_for_node("mixture_plan")[0].metadata
     assert mix["draws"].value == 40 and "effective epochs" in mix["per_source"].value
 
-    # shards are written as they fill, chunk by chunk: one sample per chunk gives the same bytes
-    import pyarrow.compute as pc
-
+    # shards are written as they fill, chunk by chunk, from views spooled in small batches: one
+    # sample per chunk and two views per spool batch give the same bytes
     from corpus_assets.domain.packing import PackingPolicy
-    from corpus_assets.domain.shards_layer import ShardSpec, _pack_and_write, _views_by_record
+    from corpus_assets.domain.shards_layer import ShardSpec, _pack_and_write
+    from corpus_assets.domain.view_spool import SpooledViews
 
-    tv = store.require_current("token_views", "r1").read_table("views")
-    table, index = _views_by_record(tv.filter(pc.equal(tv.column("split"), "train")))
-    rows = np.array([index[p["record_id"]] for p in plan], dtype=np.int64)
+    spooled = SpooledViews.spool(store.require_current("token_views", "r1"), tmp_path / "spool",
+                                 ["train", "validation", "test"], batch_size=2)
+    rows = np.array([spooled.splits["train"].index[p["record_id"]] for p in plan], dtype=np.int64)
     built = store.require_current("packed_shards", "r1")
     policy = PackingPolicy.model_validate(built.manifest["build_spec"]["policy"])
-    srcs = dict(zip(tv.column("record_id").to_pylist(), tv.column("source_id").to_pylist()))
-    doms = dict(zip(tv.column("record_id").to_pylist(), tv.column("domain").to_pylist()))
-    metas, *_ = _pack_and_write(table, rows, policy, None, tmp_path / "one-by-one", "train", ShardSpec(positions=512),
-                                built.manifest["build_spec"]["tokenizer_digest"], 300, srcs, doms, srcs, chunk_samples=1)
+    metas, *_ = _pack_and_write(spooled.splits["train"], rows, policy, None, tmp_path / "one-by-one", "train",
+                                ShardSpec(positions=512), built.manifest["build_spec"]["tokenizer_digest"], 300,
+                                spooled.sources, spooled.domains, spooled.sources, chunk_samples=1)
     assert [m["files"] for m in metas] == [m["files"] for _, m in train]
+    spooled.remove()
+    assert not (tmp_path / "spool").exists()
 
     # the streaming reader reads every train block exactly once per epoch
     reader = ShardStreamReader(train, batch_size=3, buffer_size=4, seed=1)

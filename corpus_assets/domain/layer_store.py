@@ -242,8 +242,13 @@ class LayerVersion:
         return pa.concat_tables([pq.read_table(p, columns=columns) for p in files])
 
     def iter_batches(self, table: str, batch_size: int = 1024, columns: Optional[list[str]] = None) -> Iterator[pa.RecordBatch]:
+        """Batches of at most ``batch_size`` rows, read one row group at a time: resident memory
+        is bounded by the writer's row-group budget (``ParquetFile.iter_batches`` buffers more —
+        about twice as much on large list columns, measured by bench/bench_packed_shards_memory.py)."""
         for p in self.table_files(table):
-            yield from pq.ParquetFile(p).iter_batches(batch_size=batch_size, columns=columns)
+            pf = pq.ParquetFile(p)
+            for i in range(pf.num_row_groups):
+                yield from pf.read_row_group(i, columns=columns).to_batches(max_chunksize=batch_size)
 
     def verify(self) -> None:
         """Re-hash every file against the manifest; raise LayerIntegrityError on any difference."""

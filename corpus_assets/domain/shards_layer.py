@@ -40,7 +40,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from corpus_assets.domain.faults import pause_point
 from corpus_assets.domain.hashing import canonical_json
 from corpus_assets.domain.layer_store import LayerStore, LayerVersion, TableSpec
-from corpus_assets.domain.mixture_layer import packable_views
 from corpus_assets.domain.packing import Packer, PackedBlocks, PackingPolicy, coverage_check, packing_policy_version
 from corpus_assets.domain.shards import (
     ShardIntegrityError,
@@ -50,6 +49,7 @@ from corpus_assets.domain.shards import (
     with_record_labels,
     write_shard_manifest,
 )
+from corpus_assets.domain.view_spool import SplitViews, SpooledViews
 
 SHARDS_ASSET = "packed_shards"
 SHARDS_LAYER_VERSION = "packed-shards-layer-1"
@@ -113,24 +113,32 @@ def resolve_packing(section: dict, token_to_id: Callable[[str], Optional[int]], 
     return policy, bos_id
 
 
-def _views_by_record(views: pa.Table) -> tuple[pa.Table, dict[str, int]]:
-    t = packable_views(views)
-    return t, {rid: i for i, rid in enumerate(t.column("record_id").to_pylist())}
+def _chunks(tokens: np.ndarray, max_samples: int, max_tokens: int):
+    """Consecutive slices of ``range(len(tokens))`` of at most ``max_samples`` samples and
+    ``max_tokens`` tokens (a single longer sample makes a chunk of its own)."""
+    lo, n = 0, len(tokens)
+    ends = np.cumsum(tokens, dtype=np.int64)
+    while lo < n:
+        before = ends[lo - 1] if lo else 0
+        hi = int(np.searchsorted(ends, before + max_tokens, side="right"))
+        hi = min(max(hi, lo + 1), lo + max_samples, n)
+        yield slice(lo, hi)
+        lo = hi
 
 
-def _flat(table: pa.Table, rows: np.ndarray):
-    """Concatenated ids / masks / offsets of ``rows`` of a views table, in that order."""
-    sel = table.take(pa.array(rows, pa.int64()))
-    lengths = np.asarray(sel.column("n_tokens").to_numpy(zero_copy_only=False), dtype=np.int64)
-
-    def flat(col: str, dtype) -> np.ndarray:
-        arr = sel.column(col).combine_chunks()
-        return np.asarray(arr.flatten().to_numpy(zero_copy_only=False), dtype=dtype)
-
-    ids = flat("input_ids", np.int32)
-    mask = flat("loss_mask", np.uint8)
-    offs = flat("offsets", np.int32).reshape(-1, 2)
-    return ids, mask, offs, lengths, sel.column("record_id").combine_chunks(), sel.column("variant").combine_chunks()
+def _plan_rows(mixture_plan: LayerVersion, train: SplitViews, batch_size: int = 65536) -> np.ndarray:
+    """The mixture plan's draws as rows of the spooled training views, read in batches."""
+    parts, missing = [], set()
+    for b in mixture_plan.iter_batches("plan", batch_size=batch_size, columns=["record_id"]):
+        ids = b.column(0).to_pylist()
+        missing.update(r for r in ids if r not in train.index)
+        if not missing:
+            parts.append(np.fromiter((train.index[r] for r in ids), dtype=np.int64, count=len(ids)))
+    if missing:
+        few = sorted(missing)
+        raise ValueError(f"mixture_plan names {len(few)} record(s) without a training view, e.g. {few[:3]}; "
+                         "rebuild mixture_plan after token_views")
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
 def _label_counts(blocks: PackedBlocks, labels: dict[str, str]) -> dict[str, dict[str, int]]:
@@ -154,12 +162,15 @@ def _label_counts(blocks: PackedBlocks, labels: dict[str, str]) -> dict[str, dic
     return out
 
 
-def _pack_and_write(table: pa.Table, rows: np.ndarray, policy: PackingPolicy, bos_id: Optional[int], out: Path,
+def _pack_and_write(views: SplitViews, rows: np.ndarray, policy: PackingPolicy, bos_id: Optional[int], out: Path,
                     split: str, shard_spec: ShardSpec, tokenizer_digest: str, vocab_size: int,
-                    sources: dict, domains: dict, mix_labels: dict, chunk_samples: int = 4096):
-    """Pack ``rows`` of a views table in chunks of samples and write each shard as soon as it is
+                    sources: dict, domains: dict, mix_labels: dict, chunk_samples: int = 4096,
+                    chunk_tokens: int = 1 << 22):
+    """Pack ``rows`` of a split's spooled views in chunks (at most ``chunk_samples`` samples and,
+    unless one sample is longer, ``chunk_tokens`` tokens) and write each shard as soon as it is
     full (``shards.ShardWriter``): memory is one chunk of views plus less than one shard, whatever
-    the split size. Bytes equal a single pack + write (both are chunk-size independent)."""
+    the split size or document length. Bytes equal a single pack + write (both are chunk-size
+    independent)."""
     packer = Packer(policy, bos_id=bos_id)
     writer = ShardWriter(out, split, seq_len=policy.seq_len, shard_positions=shard_spec.positions,
                          tokenizer_digest=tokenizer_digest, vocab_size=vocab_size, pad_segment_id=0)
@@ -186,8 +197,8 @@ def _pack_and_write(table: pa.Table, rows: np.ndarray, policy: PackingPolicy, bo
             c["materialized_tokens"] += v["materialized_tokens"]
             c["label_tokens"] += v["label_tokens"]
 
-    for lo in range(0, rows.size, chunk_samples):
-        ids, mask, offs, lengths, rids, variants = _flat(table, rows[lo:lo + chunk_samples])
+    for chunk in _chunks(views.token_counts(rows), chunk_samples, chunk_tokens):
+        ids, mask, offs, lengths, rids, variants = views.gather(rows[chunk])
         emit(packer.add_arrays(ids, mask, offs, lengths, rids, variants))
     emit(packer.finish())
     if not ok:
@@ -211,12 +222,6 @@ def build_packed_shards(
     log: Callable[[str], None] = lambda _m: None,
 ) -> tuple[LayerVersion, dict]:
     per_shard = shard_capacity(shard_spec.positions, policy.seq_len)  # S >= T or a clear error
-    views = token_views.read_table(
-        "views", columns=["record_id", "variant", "split", "source_id", "domain", "n_tokens", "input_ids", "loss_mask", "offsets"]
-    )
-    sources = dict(zip(views.column("record_id").to_pylist(), views.column("source_id").to_pylist()))
-    domains = dict(zip(views.column("record_id").to_pylist(), views.column("domain").to_pylist()))
-    plan = mixture_plan.read_table("plan", columns=["record_id", "source"])
     train = split_names[0]
     mix_key = mixture_plan.manifest.get("build_spec", {}).get("spec", {}).get("key", "source")
 
@@ -227,21 +232,16 @@ def build_packed_shards(
         shutil.rmtree(stale, ignore_errors=True)
     tmp = set_parent / f".tmp-{uuid.uuid4().hex}"
     tmp.mkdir()
+    spool_dir = set_parent / f".tmp-spool-{uuid.uuid4().hex}"
     report: dict = {"policy_version": packing_policy_version(policy), "seq_len": policy.seq_len,
                     "shard_positions": shard_spec.positions, "blocks_per_shard": per_shard, "splits": {}}
     all_meta: dict[str, list[dict]] = {}
     try:
+        spooled = SpooledViews.spool(token_views, spool_dir, split_names, log=log)
+        sources, domains = spooled.sources, spooled.domains
         for split in split_names:
-            table, index = _views_by_record(views.filter(pc.equal(views.column("split"), split)))
-            if split == train:
-                order = plan.column("record_id").to_pylist()
-                missing = sorted({r for r in order if r not in index})
-                if missing:
-                    raise ValueError(f"mixture_plan names {len(missing)} record(s) without a training view, e.g. {missing[:3]}; "
-                                     "rebuild mixture_plan after token_views")
-                rows = np.fromiter((index[r] for r in order), dtype=np.int64, count=len(order))
-            else:
-                rows = np.arange(table.num_rows, dtype=np.int64)
+            table = spooled.splits[split]
+            rows = _plan_rows(mixture_plan, table) if split == train else np.arange(len(table), dtype=np.int64)
             if rows.size == 0:
                 log(f"packed_shards {release}/{split}: no views; no shards")
                 report["splits"][split] = {"samples": 0, "blocks": 0, "shards": 0}
@@ -275,6 +275,8 @@ def build_packed_shards(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        shutil.rmtree(spool_dir, ignore_errors=True)
     store.seal_tree(str(final.relative_to(home)))  # to the object store, before any version names it
 
     report["shard_set"] = str(final.relative_to(home))
