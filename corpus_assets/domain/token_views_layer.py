@@ -17,14 +17,18 @@ Reuse: before tokenizing, the layer looks for views with the same ``cache_key`` 
 tokenizer digest, view-policy version) in the current ``token_views`` version of every release
 partition — this one included. Only the token columns are taken from a hit; identity columns
 always come from this release. A second release with the same tokenizer therefore tokenizes only
-records no release has tokenized before. The hits are held as one Arrow table (columnar ids and
-masks), i.e. memory proportional to the reused views; noted as a limit in docs/architecture.md.
+records no release has tokenized before. The hits are streamed (a row group at a time) into an
+Arrow IPC file beside the partition and memory-mapped, so reused views cost file pages the kernel
+can drop, not heap: memory does not grow with the number of reused views either.
 """
 
 from __future__ import annotations
 
+import shutil
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 import pyarrow as pa
@@ -148,27 +152,43 @@ def _record_keys(store: LayerStore, wanted: dict[str, dict[str, str]], tokenizer
 
 
 def _reusable_views(
-    store: LayerStore, tokenizer_digest: str, policy_version: str, keys: set[str]
+    store: LayerStore, tokenizer_digest: str, policy_version: str, keys: set[str], spill_dir: Path
 ) -> Optional[pa.Table]:
-    """Rows of earlier token views (any release) whose cache_key is in ``keys``, token columns only."""
-    found: list[pa.Table] = []
-    seen: set[str] = set()
+    """Rows of earlier token views (any release) whose cache_key is in ``keys``, token columns
+    only — spilled to an Arrow IPC file in ``spill_dir`` and returned memory-mapped. The first
+    release (in partition order) holding a key supplies all of its rows (both preference views)."""
     wanted = pa.array(sorted(keys), pa.string())
-    for release in store.partitions(TOKEN_VIEWS_ASSET):
-        v = store.current(TOKEN_VIEWS_ASSET, release)
-        if v is None:
-            continue
-        b = v.manifest.get("build_spec", {})
-        if b.get("tokenizer_digest") != tokenizer_digest or b.get("policy_version") != policy_version:
-            continue
-        t = v.read_table("views", columns=["cache_key", "variant", *_TOKEN_COLUMNS])
-        t = t.filter(pc.is_in(t.column("cache_key"), value_set=wanted))
-        if seen:
-            t = t.filter(pc.invert(pc.is_in(t.column("cache_key"), value_set=pa.array(sorted(seen), pa.string()))))
-        if t.num_rows:
-            found.append(t)
-            seen.update(t.column("cache_key").to_pylist())
-    return pa.concat_tables(found) if found else None
+    seen: set[str] = set()
+    path = spill_dir / "reusable.arrow"
+    writer = None
+    try:
+        for release in store.partitions(TOKEN_VIEWS_ASSET):
+            v = store.current(TOKEN_VIEWS_ASSET, release)
+            if v is None:
+                continue
+            b = v.manifest.get("build_spec", {})
+            if b.get("tokenizer_digest") != tokenizer_digest or b.get("policy_version") != policy_version:
+                continue
+            done = pa.array(sorted(seen), pa.string())
+            found_here: set[str] = set()
+            for batch in v.iter_batches("views", batch_size=2048, columns=["cache_key", "variant", *_TOKEN_COLUMNS]):
+                t = pa.Table.from_batches([batch])
+                t = t.filter(pc.is_in(t.column("cache_key"), value_set=wanted))
+                if seen:
+                    t = t.filter(pc.invert(pc.is_in(t.column("cache_key"), value_set=done)))
+                if t.num_rows:
+                    if writer is None:
+                        spill_dir.mkdir(parents=True, exist_ok=True)
+                        writer = pa.ipc.new_file(str(path), t.schema)
+                    writer.write_table(t)
+                    found_here.update(t.column("cache_key").to_pylist())
+            seen |= found_here
+    finally:
+        if writer is not None:
+            writer.close()
+    if writer is None:
+        return None
+    return pa.ipc.open_file(pa.memory_map(str(path))).read_all()
 
 
 def build_token_views(
@@ -193,12 +213,29 @@ def build_token_views(
 
     cached = None
     index: dict[str, list[int]] = {}
-    if reuse:
-        keys = _record_keys(store, wanted, tok.digest, pver)
-        cached = _reusable_views(store, tok.digest, pver, keys) if keys else None
-        if cached is not None:
-            for i, k in enumerate(cached.column("cache_key").to_pylist()):
-                index.setdefault(k, []).append(i)
+    partition = store.partition_dir(TOKEN_VIEWS_ASSET, release)
+    for stale in partition.glob(".reuse-*") if partition.is_dir() else []:
+        shutil.rmtree(stale, ignore_errors=True)  # a crashed build's spill file
+    spill = partition / f".reuse-{uuid.uuid4().hex}"
+    try:
+        if reuse:
+            keys = _record_keys(store, wanted, tok.digest, pver)
+            cached = _reusable_views(store, tok.digest, pver, keys, spill) if keys else None
+            if cached is not None:
+                for i, k in enumerate(cached.column("cache_key").to_pylist()):
+                    index.setdefault(k, []).append(i)
+        return _write_views(store, release, policy, tok, pver, wanted, unassigned, total, cached, index,
+                            splits=splits, tokenizer=tokenizer, max_records=max_records, max_chars=max_chars,
+                            progress=progress)
+    finally:
+        cached = None
+        shutil.rmtree(spill, ignore_errors=True)
+
+
+def _write_views(store: LayerStore, release: str, policy: TokenViewPolicy, tok: FrozenTokenizer, pver: str,
+                 wanted: dict, unassigned: int, total: int, cached: Optional[pa.Table], index: dict, *,
+                 splits: LayerVersion, tokenizer: LayerVersion, max_records: int, max_chars: int,
+                 progress: Optional[Callable[[int, int, int], None]]) -> tuple[LayerVersion, dict]:
 
     stats = _Stats()
     build_spec = {
