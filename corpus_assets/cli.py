@@ -79,9 +79,9 @@ def _cmd_layers(args) -> int:
         return 0
     for asset in assets:
         for part in store.partitions(asset):
-            v = store.current(asset, part)
-            rows = ", ".join(f"{t}={m['rows']}" for t, m in sorted(v.manifest["tables"].items()))
-            print(f"{asset:<20} {part:<36} {v.version}  {rows}")
+            m = store.current_manifest(asset, part)  # manifests only: nothing is downloaded
+            rows = ", ".join(f"{t}={info['rows']}" for t, info in sorted(m["tables"].items()))
+            print(f"{asset:<20} {part:<36} {m['version']}  {rows}")
     return 0
 
 

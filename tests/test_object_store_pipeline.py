@@ -92,9 +92,12 @@ def test_release_and_deletion_with_the_data_root_in_a_bucket(corpus_env, s3_env,
         monkeypatch.setenv("CORPUS_LOCAL", str(machine_b))
         assert corpus_main(["layers"]) == 0
         assert capsys.readouterr().out == layers_a
+        assert not list(machine_b.rglob("*.parquet"))  # listing reads manifests only, downloads no data
         assert corpus_main(["verify", "r1"]) == 0
         assert f"OK {machine_b / 'releases' / 'r1' / bid}" in capsys.readouterr().out
         store_b = LayerStore.from_env(machine_b)
+        for part in store_b.partitions("canonical_records"):  # machine B reads (and caches) a layer
+            assert store_b.require_current("canonical_records", part).read_table("records").num_rows
         shards_b = store_b.require_current("packed_shards", "r1")
         assert shards_b.location == f"s3://{bucket}/corpus/layers/packed_shards/r1/{shards_b.version}"
         shards_b.verify()

@@ -584,6 +584,19 @@ class LayerStore:
         location = self.remote.uri(self._rel(asset, partition, version)) if self.remote is not None else None
         return LayerVersion(root, asset, partition, version, manifest, location)
 
+    def current_manifest(self, asset: str, partition: str) -> Optional[dict]:
+        """The current version's manifest without its data (no download from an object store)."""
+        name = self.current_version_name(asset, partition)
+        if name is None:
+            return None
+        local = self.partition_dir(asset, partition) / name / MANIFEST
+        if self.remote is not None and not local.is_file():
+            raw = self.remote.read_bytes(self._rel(asset, partition, name, MANIFEST))
+            if raw is None:
+                raise FileNotFoundError(f"{asset}/{partition}: CURRENT names {name}, which {self.remote.url} does not hold")
+            return json.loads(raw)
+        return json.loads(local.read_bytes())
+
     def current(self, asset: str, partition: str) -> Optional[LayerVersion]:
         name = self.current_version_name(asset, partition)
         return None if name is None else self.open_version(asset, partition, name)
