@@ -106,9 +106,9 @@ def _cmd_cache(args) -> int:
 
 def _catalog():
     from corpus_assets.domain.catalog import Catalog
-    from corpus_assets.domain.settings import corpus_home
+    from corpus_assets.domain.settings import catalog_path
 
-    return Catalog.at(corpus_home() / "catalog.duckdb")
+    return Catalog.at(catalog_path())
 
 
 def _release_dir(target: str):

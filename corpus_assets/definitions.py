@@ -32,7 +32,7 @@ from corpus_assets.mixture_plan_asset import mixture_plan_asset
 from corpus_assets.packed_shards_asset import packed_shards_asset
 from corpus_assets.release_manifest_asset import release_manifest_asset
 from corpus_assets.eval_registry import eval_registry
-from corpus_assets.domain.settings import corpus_home
+from corpus_assets.domain.settings import catalog_path
 from corpus_assets.raw_snapshot import raw_snapshot
 from corpus_assets.sql_assets import load_sql_assets
 from resources.catalog import CatalogResource
@@ -90,7 +90,7 @@ def build_definitions() -> dg.Definitions:
         sensors=[release_specs_sensor, deletion_requests_sensor],
         resources={
             "storage": StorageResource(),
-            "catalog": CatalogResource(database=str(corpus_home() / "catalog.duckdb")),
+            "catalog": CatalogResource(database=str(catalog_path())),
             "sources": sources,
             "curation": CurationResource(),
             "releases": ReleasesResource(),

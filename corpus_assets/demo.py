@@ -20,7 +20,7 @@ from corpus_assets.domain.curated_layer import CURATED_ASSET
 from corpus_assets.domain.demo_data import write_demo_inputs
 from corpus_assets.domain.keys import snapshot_key
 from corpus_assets.domain.pydoc_server import free_port, port_is_free, pydoc_server
-from corpus_assets.domain.settings import ensure_homes
+from corpus_assets.domain.settings import catalog_path, ensure_homes
 from corpus_assets.partitions import snapshots_partitions
 from sensors.crawl_schedules import capture_schedule_name
 
@@ -161,7 +161,7 @@ def run_demo(port: int | None = None, echo=print) -> dict:
     echo(f"  packed shards:     {home / pk['shard_set']}  (Megatron .bin/.idx + sidecars + spans)")
     echo(f"  releases:          {home / 'releases'}  (manifest.json, data_card.md, shards/)")
     echo(f"  SQL reports:       {store.layers_root}/<model>/_all/  (one per dbt_like_sql/*.sql)")
-    echo(f"  catalog:           {home / 'catalog.duckdb'}")
+    echo(f"  catalog:           {catalog_path()}")
     echo(f"Dagster home:        {dagster_home}")
     echo("Open the UI: make ui  (then http://127.0.0.1:3000)")
     return {"snapshots": rows, "curated": curated, "skipped": skipped, "home": str(home), "dedup": dedup,

@@ -24,7 +24,7 @@ from corpus_assets.domain.hashing import sha256_text
 from corpus_assets.domain.layer_store import UNPARTITIONED, LayerStore, TableSpec
 from corpus_assets.domain.mixture_layer import MIXTURE_ASSET, MIXTURE_TABLES
 from corpus_assets.domain.release_layers import SPLITS_ASSET, SPLITS_TABLES
-from corpus_assets.domain.settings import project_root
+from corpus_assets.domain.settings import catalog_path, project_root
 from corpus_assets.domain.shards_layer import SHARDS_ASSET, SHARDS_TABLES
 from corpus_assets.domain.sql_models import (
     MANIFEST_TABLE,
@@ -43,7 +43,6 @@ from resources.storage import StorageResource
 SQL_FOLDER = project_root() / "dbt_like_sql"
 RESULT_TABLE = "result"
 PREVIEW_ROWS = 30
-CATALOG_FILE = "catalog.duckdb"
 
 
 @dataclass(frozen=True)
@@ -172,7 +171,7 @@ def _model_asset(model: SqlModel, all_models: dict[str, SqlModel]) -> dg.AssetsD
     )
     def _asset(context: dg.AssetExecutionContext, storage: StorageResource) -> dg.MaterializeResult:
         store = storage.store()
-        run = run_model(model, make_resolver(store, all_models), catalog_resolver(store.home / CATALOG_FILE))
+        run = run_model(model, make_resolver(store, all_models), catalog_resolver(catalog_path()))
         result = run.table
         spec = {RESULT_TABLE: TableSpec(result.schema)}
         with store.new_version(model.name, UNPARTITIONED, spec, {"sql_sha256": sha256_text(model.sql)}) as w:

@@ -1,4 +1,5 @@
-"""The ``catalog`` resource: dagster-duckdb's DuckDBResource over ``$CORPUS_HOME/catalog.duckdb``."""
+"""The ``catalog`` resource: dagster-duckdb's DuckDBResource over the catalog file
+(``$CORPUS_CATALOG``, default ``catalog.duckdb`` in the local root; settings.catalog_path)."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ from corpus_assets.domain.layer_store import LayerStore
 from corpus_assets.domain.purge import drop_old_versions, purge_snapshot, purge_token_view_cache
 from corpus_assets.domain.release_build import withdraw_revoked
 from corpus_assets.domain.release_registry import consumers, registry, revoke
-from corpus_assets.domain.settings import corpus_home
+from corpus_assets.domain.settings import catalog_path, corpus_home
 from corpus_assets.domain.tombstones import load_tombstones, resolve, write_tombstones
 from sensors.jobs import release_job
 
@@ -49,7 +49,7 @@ def drop_folder():
 
 
 def _catalog() -> Catalog:
-    return Catalog.at(corpus_home() / "catalog.duckdb")
+    return Catalog.at(catalog_path())
 
 
 class PurgeConfig(dg.Config):

@@ -56,6 +56,12 @@ def corpus_home() -> Path:
     return _env_path("CORPUS_LOCAL", lambda: project_root() / "var" / "object-store" / slug)
 
 
+def catalog_path() -> Path:
+    """The control-plane DuckDB file: ``CORPUS_CATALOG``, else ``catalog.duckdb`` in the local root.
+    Machines that share one deployment share this file (a volume with working POSIX locks)."""
+    return _env_path("CORPUS_CATALOG", lambda: corpus_home() / "catalog.duckdb")
+
+
 def dagster_home() -> Path:
     return _env_path("DAGSTER_HOME", lambda: corpus_home() / "dagster")
 
