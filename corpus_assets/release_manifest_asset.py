@@ -125,21 +125,26 @@ def release_manifest_asset(
                 for f in scan_for_tombstoned(store, store.home, tombs) if f.get("partition") in scope]
     yield dg.AssetCheckResult(check_name="no_tombstoned_records", passed=not hits,
                               metadata={"tombstones": dg.MetadataValue.int(len(tombs)), "hits": dg.MetadataValue.json(hits[:20])})
-    earlier = _earlier_tombstone_counts(store.home, cat, name, r.build_id)
+    earlier = _earlier_tombstone_counts(store, cat, name, r.build_id)
     yield dg.AssetCheckResult(
         check_name="tombstones_never_shrink", passed=all(n <= len(tombs) for n in earlier.values()),
         metadata={"tombstones_now": dg.MetadataValue.int(len(tombs)), "earlier_builds": dg.MetadataValue.json(earlier)},
     )
 
 
-def _earlier_tombstone_counts(home, cat, release: str, build_id: str) -> dict:
+def _earlier_tombstone_counts(store, cat, release: str, build_id: str) -> dict:
+    """Tombstone counts of the release's earlier builds, from their manifests: the local copy, or
+    the object store's when this machine never held the build."""
     import json
 
     out = {}
     for row in registry(cat, release):
         if row["build_id"] == build_id:
             continue
-        m = home / row["path"] / "manifest.json"
-        if m.is_file():
-            out[row["build_id"][:16]] = json.loads(m.read_text(encoding="utf-8")).get("tombstones", {}).get("count", 0)
+        m = store.home / row["path"] / "manifest.json"
+        raw = m.read_bytes() if m.is_file() else None
+        if raw is None and store.remote is not None:
+            raw = store.remote.read_bytes(f"releases/{release}/{row['build_id']}/manifest.json")
+        if raw is not None:
+            out[row["build_id"][:16]] = json.loads(raw).get("tombstones", {}).get("count", 0)
     return out

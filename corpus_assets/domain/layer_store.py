@@ -597,6 +597,17 @@ class LayerStore:
             return json.loads(raw)
         return json.loads(local.read_bytes())
 
+    def peek(self, asset: str, partition: str) -> Optional[LayerVersion]:
+        """The current version for its manifest only (digest, row counts, report): nothing is
+        downloaded from an object store, so its tables are readable only if already cached —
+        use ``current()`` to read data."""
+        manifest = self.current_manifest(asset, partition)
+        if manifest is None:
+            return None
+        name = _check_component("version", manifest["version"])
+        location = self.remote.uri(self._rel(asset, partition, name)) if self.remote is not None else None
+        return LayerVersion(self.partition_dir(asset, partition) / name, asset, partition, name, manifest, location)
+
     def current(self, asset: str, partition: str) -> Optional[LayerVersion]:
         name = self.current_version_name(asset, partition)
         return None if name is None else self.open_version(asset, partition, name)

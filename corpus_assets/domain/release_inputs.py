@@ -29,6 +29,16 @@ def release_snapshots(dedup: LayerVersion) -> list[str]:
     return sorted(set(t.column("snapshot").to_pylist()))
 
 
+MANIFEST_ONLY = ("raw_snapshot", "minhash_signatures")
+
+
+def _peek(store: LayerStore, asset: str, partition: str) -> LayerVersion:
+    v = store.peek(asset, partition)
+    if v is None:
+        raise FileNotFoundError(f"{asset} has no materialized version for partition {partition!r}; materialize it first")
+    return v
+
+
 def _reason_counts(version: LayerVersion, stage_default: str) -> Counter:
     t = version.read_table("decisions", columns=["stage", "outcome", "reason"])
     out: Counter = Counter()
@@ -50,7 +60,10 @@ def gather_release_inputs(
     """(build_spec, sections) of the release's current layer versions."""
     layers = {a: store.require_current(a, release) for a in RELEASE_ASSETS}
     snapshots = release_snapshots(layers["dedup_clusters"])
-    snap_layers = {s: {a: store.require_current(a, s) for a in SNAPSHOT_ASSETS} for s in snapshots}
+    # raw bytes and signatures are only named (digest, item count): their manifests suffice, and
+    # with an object-store data root nothing of them is downloaded
+    snap_layers = {s: {a: _peek(store, a, s) if a in MANIFEST_ONLY else store.require_current(a, s)
+                       for a in SNAPSHOT_ASSETS} for s in snapshots}
     registry = store.require_current("eval_registry", "_all")
 
     input_versions = {a: v.content_digest for a, v in layers.items()}
