@@ -164,3 +164,35 @@ def test_a_writer_killed_mid_version_leaves_the_current_version_intact(tmp_path)
     assert current.version == old.version
     current.verify()
     assert current.read_table("rows").to_pylist() == _rows(10)
+
+
+def _concurrent_commits(store, rows_a, rows_b):
+    """Two writers of one partition that both started before either committed; a commits first."""
+    wa = store.new_version("demo", "p1", TABLES, {"spec": "a"})
+    wb = store.new_version("demo", "p1", TABLES, {"spec": "b"})  # a's staging is live: kept
+    wb.write("rows", rows_b)
+    wb.write("secret", [{"k": "v"}])
+    with wa:
+        wa.write("rows", rows_a)
+        wa.write("secret", [{"k": "v"}])
+        va = wa.commit()
+    return va, wb.commit
+
+
+def test_a_writer_that_started_before_another_commit_does_not_undo_it(tmp_path):
+    """A version built while someone else (a purge, another run) moved CURRENT is refused with
+    ConcurrentUpdateError instead of silently replacing theirs; it stays stored, not current."""
+    from corpus_assets.domain.layer_store import ConcurrentUpdateError
+
+    store = LayerStore(tmp_path)
+    base = _write(store, _rows(5), 5)
+    va, commit_b = _concurrent_commits(store, _rows(10), _rows(20))
+    with pytest.raises(ConcurrentUpdateError, match=f"moved from {base.version} to {va.version}"):
+        commit_b()
+    assert store.current_version_name("demo", "p1") == va.version
+    assert len(store.versions("demo", "p1")) == 3  # base, a and the refused b, all stored
+    # a writer that starts now builds on the new state and commits
+    assert _write(store, _rows(20), 7).version == store.current_version_name("demo", "p1")
+    # two writers producing the same content do not conflict: the second finds its own version current
+    va, commit_b = _concurrent_commits(store, _rows(30), _rows(30))
+    assert commit_b().version == va.version == store.current_version_name("demo", "p1")

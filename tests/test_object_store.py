@@ -628,3 +628,38 @@ def test_a_tampered_tree_object_is_refused_without_a_partial_directory(s3_env, t
         remote.pull_tree("shards/set1", dst)
     assert not dst.exists()
     assert [p.name for p in dst.parent.iterdir()] == []  # no .tmp-pull-* left behind
+
+
+def test_a_writer_on_another_machine_cannot_move_the_bucket_pointer_back(s3_env, tmp_path):
+    """Machine B starts a version, machine A publishes another meanwhile (a purge, say): B's
+    commit is refused with ConcurrentUpdateError and the bucket's CURRENT keeps A's version."""
+    from corpus_assets.domain.layer_store import ConcurrentUpdateError
+
+    bucket = s3_env.new_bucket()
+    a = LayerStore(tmp_path / "a", remote=_remote(bucket), **STORE_KW)
+    b = LayerStore(tmp_path / "b", remote=_remote(bucket), **STORE_KW)
+    base = _commit(a, _rows(5))
+    wb = b.new_version("demo", "p1", TABLES, {"spec": "b"})
+    wb.write("rows", _rows(9))
+    moved = _commit(a, _rows(10))
+    with pytest.raises(ConcurrentUpdateError, match=f"from {base.version} to {moved.version}"):
+        wb.commit()
+    assert _get(s3_env, bucket, "layers/demo/p1/CURRENT").decode().strip() == moved.version
+    assert b.current("demo", "p1").version == moved.version
+    assert len(b.versions("demo", "p1")) == 3  # B's version is sealed in the bucket, just not current
+
+
+def test_conditional_replace_fails_when_the_object_changed_since_it_was_read(s3_env):
+    bucket = s3_env.new_bucket()
+    remote = _remote(bucket)
+    remote.write_bytes("p/CURRENT", b"v1\n")
+    data, etag = remote.read_versioned("p/CURRENT")
+    assert data == b"v1\n" and etag
+    remote.write_bytes("p/CURRENT", b"v2\n")  # another writer, between our read and our write
+    assert remote.replace_if("p/CURRENT", b"v3\n", etag) is False
+    assert _get(s3_env, bucket, "p/CURRENT") == b"v2\n"
+    _, etag = remote.read_versioned("p/CURRENT")
+    assert remote.replace_if("p/CURRENT", b"v3\n", etag) is True
+    assert _get(s3_env, bucket, "p/CURRENT") == b"v3\n"
+    assert remote.read_versioned("p/absent") == (None, None)
+    assert remote.replace_if("p/absent", b"x", None) is True and remote.replace_if("p/absent", b"y", None) is False

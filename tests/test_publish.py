@@ -305,7 +305,9 @@ def test_stale_staging_dirs_are_removed_only_when_their_owner_is_gone(tmp_path):
     (dead / "shards/x.bin").write_bytes(b"partial")
     live = rel / ".tmp-live"
     live.mkdir()
-    fd = pub._lock_dir(live)  # a live publisher holds its lock
+    from corpus_assets.domain.dir_locks import lock_dir
+
+    fd = lock_dir(live)  # a live publisher holds its lock
     try:
         res = _publish(tmp_path)
         assert not dead.exists()

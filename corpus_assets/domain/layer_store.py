@@ -6,10 +6,13 @@ Layout under the data root::
     layers/<asset>/<partition>/<version>/_manifest.json
     layers/<asset>/<partition>/CURRENT            (text: the current version name)
 
-A version is written under ``layers/<asset>/<partition>/.tmp-*``, verified, renamed into place
-and only then published by atomically replacing ``CURRENT``. A reader that resolves ``CURRENT``
-therefore only ever sees complete versions; a crash leaves at most a ``.tmp-*`` directory,
-which the next writer of that partition removes.
+A version is written under ``layers/<asset>/<partition>/.tmp-*`` (locked by its writer, see
+dir_locks), verified, renamed into place and only then published by atomically replacing
+``CURRENT`` — if ``CURRENT`` still names what it named when the writer started; a writer that
+raced another (a purge, a second run of the partition) gets ``ConcurrentUpdateError`` instead of
+silently undoing it. A reader that resolves ``CURRENT`` therefore only ever sees complete
+versions; a crash leaves at most an unlocked ``.tmp-*`` directory, which the next writer of that
+partition removes.
 
 With an object store (``LayerStore(..., remote=ObjectStore)``, see object_store) the same layout
 is mirrored under the store's URL and the store is the authority: ``commit()`` uploads the
@@ -26,6 +29,7 @@ is derived from the content digest — do not depend on the batch size the calle
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -40,6 +44,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+try:  # POSIX advisory locks; without them (Windows) the compare is not atomic
+    import fcntl
+except ImportError:  # pragma: no cover - not on the platforms CI runs
+    fcntl = None  # type: ignore[assignment]
+
+from corpus_assets.domain.dir_locks import new_staging_dir, remove_abandoned, unlock
 from corpus_assets.domain.faults import pause_point
 from corpus_assets.domain.hashing import canonical_json
 from corpus_assets.domain.keys import InvalidKeyError
@@ -57,6 +67,14 @@ _PRIVATE_FILE_MODE = 0o600
 
 class LayerIntegrityError(RuntimeError):
     """A stored version does not match its manifest (missing, extra or altered files)."""
+
+
+class ConcurrentUpdateError(RuntimeError):
+    """Another writer moved the partition's CURRENT while this version was being built (a purge,
+    or another run of the same partition): publishing ours would silently undo theirs."""
+
+
+_ANY = object()  # set_current without a compare step
 
 
 def _check_component(kind: str, value: str) -> str:
@@ -89,6 +107,19 @@ def fsync_dir(path: Path) -> None:
 
 
 _fsync_dir = fsync_dir
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    """An exclusive ``flock`` on ``path`` (created if needed) for a read-compare-replace."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing drops the lock
 
 
 def _sha256_file(path: Path) -> str:
@@ -287,12 +318,13 @@ class VersionWriter:
         self.asset = asset
         self.partition = partition
         self.build_spec = dict(build_spec)
+        # what CURRENT named when this version started: commit() publishes only over that
+        self._expected = store.current_version_name(asset, partition)
         self._partition_dir = store.partition_dir(asset, partition)
         self._partition_dir.mkdir(parents=True, exist_ok=True)
         if any(spec.private for spec in tables.values()):
             os.chmod(self._partition_dir, _PRIVATE_DIR_MODE)
-        self._tmp = self._partition_dir / f".tmp-{uuid.uuid4().hex}"
-        self._tmp.mkdir()
+        self._tmp, self._lock_fd = new_staging_dir(self._partition_dir)  # locked: cleanup skips it
         self._tables: dict[str, _TableWriter] = {}
         for name, spec in tables.items():
             _check_component("table name", name)
@@ -356,8 +388,9 @@ class VersionWriter:
             _fsync_dir(self._tmp)
             os.rename(self._tmp, final)
             _fsync_dir(self._partition_dir)
+        unlock(self._lock_fd)
         self._done = True
-        self.store.set_current(self.asset, self.partition, version)
+        self.store.set_current(self.asset, self.partition, version, expected=self._expected)
         self.result = self.store.open_version(self.asset, self.partition, version)
         return self.result
 
@@ -370,6 +403,7 @@ class VersionWriter:
                     except Exception:  # noqa: BLE001 - best effort cleanup on an already failing path
                         pass
             shutil.rmtree(self._tmp, ignore_errors=True)
+            unlock(self._lock_fd)
             self._done = True
 
     def __enter__(self) -> "VersionWriter":
@@ -481,16 +515,46 @@ class LayerStore:
 
     # --- pointers and the remote mirror ---------------------------------------------------
 
-    def set_current(self, asset: str, partition: str, version: str) -> None:
+    def set_current(self, asset: str, partition: str, version: str, *, expected=_ANY) -> None:
         """Make ``version`` (already committed locally) the current one: locally an atomic file
-        replace; with an object store, upload and seal the version, then replace ``CURRENT``."""
+        replace; with an object store, upload and seal the version, then replace ``CURRENT``.
+
+        With ``expected`` (the version, or None, that was current when the writer started), the
+        pointer moves only if it still names that — or already names ``version`` — and
+        ``ConcurrentUpdateError`` is raised otherwise (locally under an ``flock``; on S3 by a
+        conditional ``If-Match`` put). The version itself stays stored either way."""
         _check_component("version", version)
         if self.remote is None:
-            atomic_write_text(self.partition_dir(asset, partition) / CURRENT, version + "\n")
+            d = self.partition_dir(asset, partition)
+            with _locked(d / ".lock"):
+                if expected is not _ANY:
+                    self._check_expected(asset, partition, version, expected, self.current_version_name(asset, partition))
+                atomic_write_text(d / CURRENT, version + "\n")
             return
         self._push_version(asset, partition, version)
         pause_point("layer_store:sealed")  # version uploaded and sealed, remote pointer not moved
-        self.remote.write_bytes(self._rel(asset, partition, CURRENT), (version + "\n").encode())
+        key = self._rel(asset, partition, CURRENT)
+        body = (version + "\n").encode()
+        if expected is _ANY:
+            self.remote.write_bytes(key, body)
+            return
+        raw, etag = self.remote.read_versioned(key)
+        now = None if raw is None else raw.decode("utf-8").strip()
+        if now == version:
+            return
+        self._check_expected(asset, partition, version, expected, now)
+        if not self.remote.replace_if(key, body, etag):
+            raw, _ = self.remote.read_versioned(key)
+            self._check_expected(asset, partition, version, expected, None if raw is None else raw.decode().strip())
+            raise ConcurrentUpdateError(f"{asset}/{partition}: CURRENT changed while {version} was being published")
+
+    def _check_expected(self, asset: str, partition: str, version: str, expected, now: Optional[str]) -> None:
+        if now not in (expected, version):
+            raise ConcurrentUpdateError(
+                f"{asset}/{partition}: CURRENT moved from {expected or '(none)'} to {now or '(none)'} while "
+                f"version {version} was being built (a purge or another run of this partition); "
+                f"{version} is stored but not current — rerun to build on the new state"
+            )
 
     def _push_version(self, asset: str, partition: str, version: str) -> None:
         remote = self.remote
@@ -517,7 +581,7 @@ class LayerStore:
         d.mkdir(parents=True, exist_ok=True)
         if private:
             os.chmod(d, _PRIVATE_DIR_MODE)
-        tmp = d / f".tmp-{uuid.uuid4().hex}"
+        tmp, lock_fd = new_staging_dir(d)
         try:
             for tname, t in manifest["tables"].items():
                 (tmp / _check_component("table name", tname)).mkdir(parents=True, exist_ok=True)
@@ -541,6 +605,7 @@ class LayerStore:
                     raise
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+            unlock(lock_fd)
         return final
 
     def new_version(self, asset: str, partition: str, tables: Mapping[str, TableSpec], build_spec: Mapping) -> VersionWriter:
@@ -557,10 +622,8 @@ class LayerStore:
         )
 
     def _remove_stale_tmp(self, asset: str, partition: str) -> None:
-        d = self.partition_dir(asset, partition)
-        if d.is_dir():
-            for p in d.glob(".tmp-*"):
-                shutil.rmtree(p, ignore_errors=True)
+        """Staging directories of writers that died (a live writer's is locked and kept)."""
+        remove_abandoned(self.partition_dir(asset, partition))
 
     def current_version_name(self, asset: str, partition: str) -> Optional[str]:
         if self.remote is not None:
@@ -685,8 +748,9 @@ class LayerStore:
                     removed.add(name)
         d = self.partition_dir(asset, partition)
         if d.is_dir():
+            remove_abandoned(d)  # a live writer's staging directory stays
             for p in sorted(d.iterdir()):
-                if p.is_dir() and p.name != current:
+                if p.is_dir() and p.name != current and not p.name.startswith((".tmp-", ".new-")):
                     shutil.rmtree(p)
                     if not p.name.startswith("."):
                         removed.add(p.name)

@@ -143,6 +143,39 @@ class ObjectStore:
             raise ObjectStoreError(f"conditional create of {self.uri(rel)}: {exc}") from exc
         return True
 
+    def read_versioned(self, rel: str) -> tuple[Optional[bytes], Optional[str]]:
+        """(bytes, ETag) of the object, (None, None) when it does not exist. The ETag is taken
+        first: a write in between makes a later ``replace_if`` with it fail, never succeed wrongly."""
+        self._fresh(rel)
+        try:
+            etag = self.fs.info(self.key(rel)).get("ETag")
+        except FileNotFoundError:
+            return None, None
+        data = self.read_bytes(rel)
+        return (None, None) if data is None else (data, etag)
+
+    def replace_if(self, rel: str, data: bytes, etag: Optional[str]) -> bool:
+        """Replace the object only if it still has ``etag`` (``If-Match``), or create it only if
+        absent when ``etag`` is None. False when another writer got there first. Stores without
+        ETags (not S3) fall back to compare-then-write, which is not atomic."""
+        if etag is None:
+            return self.create_bytes(rel, data)
+        key = self.key(rel)
+        if self.protocol in ("s3", "s3a"):
+            try:
+                self.fs.pipe_file(key, data, IfMatch=etag)
+            except (FileExistsError, OSError) as exc:
+                _, now = self.read_versioned(rel)
+                if now != etag:
+                    return False  # 412 Precondition Failed: it changed since we read it
+                raise ObjectStoreError(f"conditional replace of {self.uri(rel)}: {exc}") from exc
+            return True
+        _, now = self.read_versioned(rel)
+        if now != etag:
+            return False
+        self.write_bytes(rel, data)
+        return True
+
     def exists(self, rel: str) -> bool:
         self._fresh(rel)
         return bool(self.fs.exists(self.key(rel)))

@@ -83,14 +83,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Literal, Mapping, Optional, Union
 
+from corpus_assets.domain.dir_locks import STALE_AFTER_SECONDS, new_staging_dir, remove_if_abandoned
+from corpus_assets.domain.dir_locks import unlock as _unlock
 from corpus_assets.domain.hashing import canonical_digest, canonical_json
 from corpus_assets.domain.keys import PathEscapeError, confine, validate_release_name
 from corpus_assets.domain.layer_store import _fsync_dir, atomic_write_text
 
-try:  # POSIX advisory locks; absent on Windows (then stale staging dirs are found by age)
-    import fcntl
-except ImportError:  # pragma: no cover - not on the platforms CI runs
-    fcntl = None  # type: ignore[assignment]
 
 __all__ = [
     "MANIFEST_NAME",
@@ -120,7 +118,6 @@ DATA_CARD_NAME = "data_card.md"
 CURRENT_NAME = "CURRENT"
 CONFLICT_REPORT_NAME = "conflict.json"
 CONTENT_DIGEST_FORMAT = "corpus-release-content/1"
-STALE_AFTER_SECONDS = 3600
 
 _BUILD_ID_RE = re.compile(r"^[0-9a-f]{64}$")
 _CHUNK = 1 << 20
@@ -268,50 +265,6 @@ def content_digest(root: Path, files: Iterable[Union[str, Mapping[str, Any]]]) -
 # --- staging directory + locks ------------------------------------------------------------------
 
 
-def _lock_dir(path: Path) -> Optional[int]:
-    """Open ``path`` and take an exclusive flock on it; returns the fd (None without fcntl)."""
-    if fcntl is None:  # pragma: no cover
-        return None
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _unlock(fd: Optional[int]) -> None:
-    if fd is not None:
-        try:
-            os.close(fd)  # closing the last fd of the open file description releases the flock
-        except OSError:
-            pass
-
-
-def _owner_is_dead(path: Path) -> bool:
-    if fcntl is None:  # pragma: no cover
-        try:
-            return time.time() - path.stat().st_mtime > STALE_AFTER_SECONDS
-        except FileNotFoundError:
-            return False
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        return False  # a live publisher holds it
-    # We hold the lock now: nobody else can be using the directory. Keep the fd until removed.
-    try:
-        shutil.rmtree(path, ignore_errors=True)
-    finally:
-        os.close(fd)
-    return True
-
-
 def _remove_stale(release_dir: Path) -> list[str]:
     removed: list[str] = []
     if not release_dir.is_dir():
@@ -321,7 +274,7 @@ def _remove_stale(release_dir: Path) -> list[str]:
         name = p.name
         try:
             if name.startswith(".tmp-") and p.is_dir() and not p.is_symlink():
-                if _owner_is_dead(p):
+                if remove_if_abandoned(p):
                     removed.append(name)
             elif (name.startswith(".new-") and p.is_dir()) or (name.startswith(f".{CURRENT_NAME}.") and name.endswith(".tmp")):
                 if now - p.stat().st_mtime > STALE_AFTER_SECONDS:
@@ -336,17 +289,7 @@ def _remove_stale(release_dir: Path) -> list[str]:
 
 
 def _new_staging_dir(release_dir: Path) -> tuple[Path, Optional[int]]:
-    token = uuid.uuid4().hex
-    new = release_dir / f".new-{token}"
-    new.mkdir()
-    try:
-        fd = _lock_dir(new)
-    except OSError:
-        shutil.rmtree(new, ignore_errors=True)
-        raise
-    tmp = release_dir / f".tmp-{token}"
-    os.rename(new, tmp)  # same inode: the lock follows the directory
-    return tmp, fd
+    return new_staging_dir(release_dir)
 
 
 def _fsync_tree(root: Path) -> None:
