@@ -83,7 +83,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Literal, Mapping, Optional, Union
 
-from corpus_assets.domain.dir_locks import STALE_AFTER_SECONDS, new_staging_dir, remove_if_abandoned
+from corpus_assets.domain.dir_locks import STALE_AFTER_SECONDS, new_staging_dir, remove_abandoned
 from corpus_assets.domain.dir_locks import unlock as _unlock
 from corpus_assets.domain.hashing import canonical_digest, canonical_json
 from corpus_assets.domain.keys import PathEscapeError, confine, validate_release_name
@@ -266,23 +266,14 @@ def content_digest(root: Path, files: Iterable[Union[str, Mapping[str, Any]]]) -
 
 
 def _remove_stale(release_dir: Path) -> list[str]:
-    removed: list[str] = []
-    if not release_dir.is_dir():
-        return removed
+    """Dead publishers' staging directories (dir_locks) and pointer temp files older than an hour."""
+    removed = remove_abandoned(release_dir)
     now = time.time()
-    for p in sorted(release_dir.iterdir()):
-        name = p.name
+    for p in sorted(release_dir.glob(f".{CURRENT_NAME}.*.tmp")) if release_dir.is_dir() else []:
         try:
-            if name.startswith(".tmp-") and p.is_dir() and not p.is_symlink():
-                if remove_if_abandoned(p):
-                    removed.append(name)
-            elif (name.startswith(".new-") and p.is_dir()) or (name.startswith(f".{CURRENT_NAME}.") and name.endswith(".tmp")):
-                if now - p.stat().st_mtime > STALE_AFTER_SECONDS:
-                    if p.is_dir():
-                        shutil.rmtree(p, ignore_errors=True)
-                    else:
-                        p.unlink(missing_ok=True)
-                    removed.append(name)
+            if now - p.stat().st_mtime > STALE_AFTER_SECONDS:
+                p.unlink(missing_ok=True)
+                removed.append(p.name)
         except FileNotFoundError:
             continue  # another publisher cleaned it first
     return removed
