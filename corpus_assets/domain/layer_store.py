@@ -51,7 +51,7 @@ except ImportError:  # pragma: no cover - not on the platforms CI runs
 
 from corpus_assets.domain.dir_locks import new_staging_dir, remove_abandoned, unlock
 from corpus_assets.domain.faults import pause_point
-from corpus_assets.domain.hashing import canonical_json
+from corpus_assets.domain.hashing import canonical_json, sha256_file
 from corpus_assets.domain.keys import InvalidKeyError
 from corpus_assets.domain.object_store import ObjectStore, store_from_env
 
@@ -120,14 +120,6 @@ def _locked(path: Path):
         yield
     finally:
         os.close(fd)  # closing drops the lock
-
-
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def atomic_write_text(path: Path, text: str, mode: Optional[int] = None) -> None:
@@ -290,7 +282,7 @@ class LayerVersion:
                 listed.add(p)
                 if not p.is_file():
                     raise LayerIntegrityError(f"{self.asset}/{self.partition}@{self.version}: missing {f['path']}")
-                if _sha256_file(p) != f["sha256"]:
+                if sha256_file(p) != f["sha256"]:
                     raise LayerIntegrityError(
                         f"{self.asset}/{self.partition}@{self.version}: {f['path']} does not match its manifest digest"
                     )
@@ -357,7 +349,7 @@ class VersionWriter:
             for p in tw.files:
                 if tw.spec.private:
                     os.chmod(p, _PRIVATE_FILE_MODE)
-                sha = _sha256_file(p)
+                sha = sha256_file(p)
                 rel = f"{name}/{p.name}"
                 files.append({"path": rel, "sha256": sha, "bytes": p.stat().st_size})
                 digest.update(f"{rel}\x00{sha}\n".encode())
@@ -590,7 +582,7 @@ class LayerStore:
                 for f in t["files"]:
                     dst = tmp / tname / _check_component("file name", Path(f["path"]).name)
                     self.remote.download(self._rel(asset, partition, version, f["path"]), dst)
-                    if _sha256_file(dst) != f["sha256"]:
+                    if sha256_file(dst) != f["sha256"]:
                         raise LayerIntegrityError(
                             f"{asset}/{partition}@{version}: {self.remote.uri(self._rel(asset, partition, version, f['path']))} "
                             "does not match its manifest digest; refusing to cache it"

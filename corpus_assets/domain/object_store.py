@@ -21,7 +21,6 @@ Configuration: ``CORPUS_HOME=s3://bucket/prefix`` selects the store; ``CORPUS_ST
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import posixpath
@@ -31,9 +30,10 @@ import uuid
 from pathlib import Path
 from typing import Mapping, Optional
 
+from corpus_assets.domain.hashing import sha256_file
+
 _URL_RE = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://(.*)$")
 TREE_SEAL = "_tree.json"
-_CHUNK = 1 << 20
 
 
 class ObjectStoreError(RuntimeError):
@@ -46,14 +46,6 @@ def parse_url(value: str) -> Optional[tuple[str, str]]:
     if not m or m.group(1).lower() == "file":
         return None
     return m.group(1).lower(), m.group(2).rstrip("/")
-
-
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(_CHUNK), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _check_rel(rel: str) -> str:
@@ -275,7 +267,7 @@ class ObjectStore:
         for p in files:
             sub = p.relative_to(local_dir).as_posix()
             self.upload(p, f"{rel}/{sub}")
-            listing.append({"path": sub, "sha256": _sha256_file(p), "bytes": p.stat().st_size})
+            listing.append({"path": sub, "sha256": sha256_file(p), "bytes": p.stat().st_size})
         body = json.dumps({"files": listing}, sort_keys=True, separators=(",", ":")).encode()
         return self.create_bytes(f"{rel}/{seal}", body)
 
@@ -295,7 +287,7 @@ class ObjectStore:
                 _check_rel(f["path"])
                 dst = tmp / f["path"]
                 self.download(f"{rel}/{f['path']}", dst)
-                if _sha256_file(dst) != f["sha256"]:
+                if sha256_file(dst) != f["sha256"]:
                     raise ObjectStoreError(f"{self.uri(rel)}/{f['path']} does not match its sealed digest")
             tmp.mkdir(parents=True, exist_ok=True)
             if private:

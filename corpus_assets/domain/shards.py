@@ -84,6 +84,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from corpus_assets.domain.hashing import sha256_file as file_sha256
 from corpus_assets.domain.layer_store import fsync_dir as _fsync_dir
 
 __all__ = [
@@ -129,7 +130,6 @@ _IDX_FIXED_BYTES = 9 + 8 + 1 + 8 + 8  # header, version, dtype code, sequence co
 SIDECAR_DTYPES: dict[str, str] = {"loss_mask": "<u1", "segment_ids": "<i4", "position_ids": "<i4"}
 DEFAULT_LABEL_COLUMNS = ("source", "domain")
 _FILE_MODE = 0o644
-_HASH_CHUNK = 1 << 20
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -273,14 +273,6 @@ def _write_bytes_file(path: Path, chunks: Callable[[], Any]) -> dict:
 def _array_chunks(a: np.ndarray, rows_per_chunk: int = 1024):
     for i in range(0, a.shape[0], rows_per_chunk):
         yield memoryview(np.ascontiguousarray(a[i : i + rows_per_chunk])).cast("B")
-
-
-def file_sha256(path: PathLike) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_HASH_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _write_parquet(path: Path, table: pa.Table) -> dict:

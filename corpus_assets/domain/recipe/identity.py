@@ -18,18 +18,16 @@ Decisions
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from corpus_assets.domain.hashing import canonical_digest
+from corpus_assets.domain.hashing import canonical_digest, sha256_file
 from corpus_assets.domain.recipe.config import DataJobConfig
 from corpus_assets.domain.recipe.plugins import module_file
 from corpus_assets.domain.recipe.protocol import RecipeError
 
 __all__ = [
     "executor_source_files",
-    "file_digest",
     "identity_changes",
     "identity_digest",
     "job_identity",
@@ -41,22 +39,14 @@ _PACKAGE = Path(__file__).resolve().parent
 _DOMAIN = _PACKAGE.parent
 
 
-def file_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def path_digest(path: Path, field: str) -> str:
     """sha256 of a file, or of a directory's sorted (relative path, file digest) list."""
     path = Path(path)
     if path.is_file():
-        return file_digest(path)
+        return sha256_file(path)
     if path.is_dir():
         entries = [
-            [p.relative_to(path).as_posix(), file_digest(p)] for p in sorted(path.rglob("*")) if p.is_file()
+            [p.relative_to(path).as_posix(), sha256_file(p)] for p in sorted(path.rglob("*")) if p.is_file()
         ]
         return canonical_digest({"directory": entries})
     raise RecipeError(f"{field}: {path} does not exist")
