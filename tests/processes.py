@@ -7,11 +7,14 @@ stop it and everything it spawned by the group id and check that nothing is left
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
+import sys
 import time
+import urllib.request
 from pathlib import Path
 
 
@@ -73,3 +76,38 @@ def tail(path: Path, n: int = 4000) -> str:
         return path.read_text(errors="replace")[-n:]
     except OSError:
         return "(no log)"
+
+
+def start_webserver(port: int, cwd: Path, env: dict, log_path: Path) -> subprocess.Popen:
+    """dagster-webserver on 127.0.0.1:port over cwd/workspace.yaml, leader of its own process group."""
+    webserver = Path(sys.executable).parent / "dagster-webserver"
+    return start_in_group([str(webserver), "-h", "127.0.0.1", "-p", str(port), "-w", "workspace.yaml"],
+                          cwd=cwd, env=env, log_path=log_path)
+
+
+def wait_for_webserver(proc: subprocess.Popen, port: int, log_path: Path, timeout: float = 120) -> None:
+    """Until ``/server_info`` answers 200; fails with the server's log if it exits or times out."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise AssertionError(f"dagster-webserver exited with {proc.returncode}:\n{tail(log_path)}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=5) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"dagster-webserver did not answer /server_info in {timeout}s:\n{tail(log_path)}")
+        time.sleep(0.3)
+
+
+def graphql(port: int, query: str, variables: dict | None = None) -> dict:
+    """POST a query to the webserver's GraphQL endpoint; assert it has no errors; return ``data``."""
+    payload = {"query": query, **({"variables": variables} if variables is not None else {})}
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps(payload).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        body = json.loads(r.read())
+    assert "errors" not in body, body
+    return body["data"]

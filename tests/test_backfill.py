@@ -6,12 +6,10 @@ steps of the pool ever ran at the same time."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import time
-import urllib.request
 from datetime import timedelta
 from pathlib import Path
 
@@ -20,7 +18,7 @@ from dagster._core.events import DagsterEventType
 
 import release_fixture as rf
 from conftest import PROJECT
-from processes import free_port, start_in_group, stop_group
+from processes import free_port, graphql, start_in_group, start_webserver, stop_group, wait_for_webserver
 from processes import tail as _tail
 from corpus_assets.domain.keys import snapshot_key
 from corpus_assets.domain.layer_store import LayerStore
@@ -50,32 +48,6 @@ STATUS = """query($id: String!) {
 def _start(cmd: list[str], env: dict, log: Path) -> subprocess.Popen:
     """A server leading its own process group (so it and its code server stop together)."""
     return start_in_group(cmd, cwd=PROJECT, env=env, log_path=log)
-
-
-def _graphql(port: int, query: str, variables: dict) -> dict:
-    req = urllib.request.Request(
-        f"http://127.0.0.1:{port}/graphql",
-        data=json.dumps({"query": query, "variables": variables}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(req, timeout=30) as r:
-        body = json.loads(r.read())
-    assert "errors" not in body, body
-    return body["data"]
-
-
-def _wait_for_webserver(proc: subprocess.Popen, port: int, log: Path, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        assert proc.poll() is None, f"dagster-webserver exited:\n{_tail(log)}"
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=5) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        assert time.monotonic() < deadline, f"dagster-webserver did not come up:\n{_tail(log)}"
-        time.sleep(0.3)
 
 
 def _run_flight(instance: dg.DagsterInstance, run_id: str) -> tuple[float, float]:
@@ -140,12 +112,12 @@ def test_snapshot_backfill_through_the_daemon_respects_the_catalog_writer_pool(c
     env = dict(os.environ, CORPUS_EXECUTOR="in_process")
     port = free_port()
     web_log, daemon_log = tmp_path / "webserver.log", tmp_path / "daemon.log"
-    web = _start([str(BIN / "dagster-webserver"), "-h", "127.0.0.1", "-p", str(port), "-w", "workspace.yaml"], env, web_log)
+    web = start_webserver(port, PROJECT, env, web_log)
     daemon = None
     try:
-        _wait_for_webserver(web, port, web_log)
+        wait_for_webserver(web, port, web_log)
         # what the UI's "Materialize → backfill" sends for the selected snapshot assets and partitions
-        data = _graphql(port, LAUNCH, {"params": {
+        data = graphql(port, LAUNCH, {"params": {
             "partitionNames": keys,
             "assetSelection": [{"path": [a]} for a in SNAPSHOT_ASSETS],
             "title": "test_backfill",
@@ -173,7 +145,7 @@ def test_snapshot_backfill_through_the_daemon_respects_the_catalog_writer_pool(c
         deadline = time.monotonic() + 240
         while True:
             assert daemon.poll() is None, f"dagster-daemon exited:\n{_tail(daemon_log)}"
-            status = _graphql(port, STATUS, {"id": backfill_id})["partitionBackfillOrError"]
+            status = graphql(port, STATUS, {"id": backfill_id})["partitionBackfillOrError"]
             assert status["__typename"] == "PartitionBackfill", status
             if status["status"] in ("COMPLETED_SUCCESS", "COMPLETED_FAILED", "FAILED", "CANCELED"):
                 break

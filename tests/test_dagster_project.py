@@ -1,25 +1,16 @@
 """The Dagster project loads: definitions validate, and the real webserver serves the asset graph."""
 
-import json
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from processes import free_port, graphql, start_webserver, stop_group, wait_for_webserver
+
 PROJECT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_definitions_validate(corpus_env):
@@ -30,54 +21,24 @@ def test_definitions_validate(corpus_env):
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-def _graphql(port, query):
-    req = urllib.request.Request(
-        f"http://127.0.0.1:{port}/graphql",
-        data=json.dumps({"query": query}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(req, timeout=30) as r:
-        body = json.loads(r.read())
-    assert "errors" not in body, body
-    return body["data"]
-
-
-def _restore_signals():
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-def test_webserver_serves_asset_graph_and_partitions(corpus_env):
+def test_webserver_serves_asset_graph_and_partitions(corpus_env, tmp_path):
     import dagster as dg
 
     keys = ["demo_chat.20261129T140000", "pydocs.20261129T143000"]
     with dg.DagsterInstance.get() as instance:
         instance.add_dynamic_partitions("snapshots", keys)
-    port = _free_port()
-    proc = subprocess.Popen(
-        [str(BIN / "dagster-webserver"), "-h", "127.0.0.1", "-p", str(port), "-w", "workspace.yaml"],
-        cwd=PROJECT, env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        preexec_fn=_restore_signals,
-    )
+    port = free_port()
+    log_path = tmp_path / "webserver.log"
+    proc = start_webserver(port, PROJECT, dict(os.environ), log_path)
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert proc.poll() is None, proc.stdout.read().decode(errors="replace")[-3000:]
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=5) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "webserver did not come up"
-            time.sleep(0.5)
-        data = _graphql(port, "{ assetNodes { assetKey { path } groupName dependencyKeys { path } } }")
+        wait_for_webserver(proc, port, log_path, timeout=180)
+        data = graphql(port, "{ assetNodes { assetKey { path } groupName dependencyKeys { path } } }")
         nodes = {"/".join(n["assetKey"]["path"]): n for n in data["assetNodes"]}
         assert {"raw_snapshot", "canonical_records", "stage_accounting"} <= set(nodes)
         assert nodes["raw_snapshot"]["groupName"] == "ingestion"
         assert {"path": ["raw_snapshot"]} in nodes["canonical_records"]["dependencyKeys"]
         assert {"path": ["canonical_records"]} in nodes["stage_accounting"]["dependencyKeys"]
-        data = _graphql(
+        data = graphql(
             port,
             '{ assetNodeOrError(assetKey: {path: ["canonical_records"]}) '
             "{ ... on AssetNode { partitionKeysByDimension { name partitionKeys } description } } }",
@@ -86,42 +47,5 @@ def test_webserver_serves_asset_graph_and_partitions(corpus_env):
         assert node["partitionKeysByDimension"][0]["partitionKeys"] == keys
         assert "decision" in node["description"]
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_group(proc, timeout=30)
     assert proc.returncode is not None
-
-
-def test_dagster_cli_materializes_a_snapshot_partition(corpus_env):
-    import dagster as dg
-
-    from corpus_assets.domain.demo_data import write_demo_inputs
-    from corpus_assets.domain.layer_store import LayerStore
-
-    write_demo_inputs(corpus_env / "demo_inputs")
-    key = "demo_sharegpt.20261129T140000"
-    with dg.DagsterInstance.get() as instance:
-        instance.add_dynamic_partitions("snapshots", [key])
-    out = subprocess.run(
-        [str(BIN / "dagster"), "asset", "materialize", "-m", "corpus_assets.definitions",
-         "--select", "raw_snapshot,canonical_records", "--partition", key],
-        cwd=PROJECT, capture_output=True, text=True, timeout=300,
-    )
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    v = LayerStore(corpus_env).require_current("canonical_records", key)
-    assert v.row_count("records") == 7 and v.manifest["outcomes"] == {"accepted": 7}
-
-
-def test_corpus_cli_sources_and_layers(corpus_env, tmp_path):
-    out = subprocess.run([str(BIN / "corpus"), "sources"], cwd=PROJECT, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert "pydocs" in out.stdout and "http_crawl" in out.stdout and "valid" in out.stdout
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("sources:\n  - id: x\n    kind: jsonl\n    root: .\n    include: ['*.jsonl']\n    adapter: guess\n    governance: {license: MIT, rights_evidence: y}\n")
-    out = subprocess.run([str(BIN / "corpus"), "sources", "--file", str(bad)], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 2 and "sources[0].adapter" in out.stderr
-    out = subprocess.run([str(BIN / "corpus"), "layers"], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0 and "no layers" in out.stdout

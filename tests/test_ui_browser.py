@@ -62,7 +62,7 @@ def test_asset_graph_and_release_pages_render_layers_and_latest_metadata(corpus_
     server = ui_browser.start_webserver(port, PROJECT, dict(os.environ), log_path)
     driver = None
     try:
-        ui_browser.wait_for_server(server, port, log_path)
+        ui_browser.wait_for_webserver(server, port, log_path)
         lap("webserver up")
         base = f"http://127.0.0.1:{port}"
         driver = ui_browser.chrome(browser, ui_browser.fresh_profile_dir(tmp_path / "chromium"))

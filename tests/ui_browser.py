@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
@@ -73,32 +71,9 @@ def _executable(override: Optional[str], candidates) -> Optional[str]:
 
 
 from processes import default_signals as _default_signals  # noqa: E402
-from processes import free_port, start_in_group  # noqa: E402,F401
+from processes import free_port, start_in_group, start_webserver, wait_for_webserver  # noqa: E402,F401
 from processes import group_alive as _group_alive  # noqa: E402,F401
 from processes import stop_group as stop_process_group  # noqa: E402,F401
-from processes import tail as _tail  # noqa: E402
-
-
-def start_webserver(port: int, cwd: Path, env: dict, log_path: Path) -> subprocess.Popen:
-    """dagster-webserver on 127.0.0.1:port over cwd/workspace.yaml, leader of its own process group."""
-    return start_in_group([str(BIN / "dagster-webserver"), "-h", "127.0.0.1", "-p", str(port), "-w", "workspace.yaml"],
-                          cwd=cwd, env=env, log_path=log_path)
-
-
-def wait_for_server(proc: subprocess.Popen, port: int, log_path: Path, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        if proc.poll() is not None:
-            raise AssertionError(f"dagster-webserver exited with {proc.returncode}:\n{_tail(log_path)}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=5) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"dagster-webserver did not answer /server_info in {timeout}s:\n{_tail(log_path)}")
-        time.sleep(0.3)
 
 
 def chrome(browser: Browser, user_data_dir: Path):
