@@ -111,3 +111,26 @@ def graphql(port: int, query: str, variables: dict | None = None) -> dict:
         body = json.loads(r.read())
     assert "errors" not in body, body
     return body["data"]
+
+
+def kill_at_pause_point(cmd: list[str], point: str, marker: Path, *, env: dict, cwd: Path | None = None,
+                        timeout: float = 240) -> subprocess.Popen:
+    """Run ``cmd`` with the fault-injection pause point ``point`` armed (domain/faults.py), wait
+    until it reports reaching it in ``marker``, then SIGKILL its whole process group (a step may
+    run in a child of the command). Returns the finished process."""
+    env = dict(env, CORPUS_PAUSE_AT=point, CORPUS_PAUSE_FILE=str(marker))
+    env.setdefault("CORPUS_PAUSE_SECONDS", str(int(timeout) + 60))
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + timeout
+        while not marker.exists():
+            if proc.poll() is not None:
+                raise AssertionError(f"process ended before {point}: {proc.stderr.read().decode()[-3000:]}")
+            assert time.monotonic() < deadline, f"{point} not reached in time"
+            time.sleep(0.05)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    return proc

@@ -22,7 +22,6 @@ import json
 import os
 import signal
 import stat
-import subprocess
 import sys
 import textwrap
 import time
@@ -48,6 +47,7 @@ from corpus_assets.domain.publish import (
     verify_release,
 )
 from corpus_assets.domain.release_mirror import pull_release, push_release, withdraw_remote
+from processes import kill_at_pause_point
 from test_publish import FILES_A, FILES_B
 
 PROJECT = Path(__file__).resolve().parents[1]
@@ -330,22 +330,9 @@ def test_writer_killed_between_seal_and_pointer_leaves_readers_on_the_old_versio
     marker = tmp_path / "paused"
     script = tmp_path / "child.py"
     script.write_text(_CHILD)
-    env = dict(os.environ, PYTHONPATH=str(PROJECT), CORPUS_PAUSE_AT="layer_store:sealed",
-               CORPUS_PAUSE_FILE=str(marker), CORPUS_PAUSE_SECONDS="120")
-    proc = subprocess.Popen([sys.executable, str(script), str(home), url, "60"], env=env, cwd=PROJECT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        while not marker.exists():
-            if proc.poll() is not None:
-                raise AssertionError(f"writer ended before the pause point: {proc.stderr.read().decode()[-3000:]}")
-            assert time.monotonic() < deadline, "pause point not reached in time"
-            time.sleep(0.05)
-        assert marker.read_text().split()[0] == "layer_store:sealed"
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+    proc = kill_at_pause_point([sys.executable, str(script), str(home), url, "60"], "layer_store:sealed", marker,
+                               env=dict(os.environ, PYTHONPATH=str(PROJECT)), cwd=PROJECT, timeout=60)
+    assert marker.read_text().split()[0] == "layer_store:sealed"
     assert proc.returncode == -signal.SIGKILL
 
     # the killed writer's version is sealed in the bucket ...
@@ -535,21 +522,9 @@ def test_takeover_after_a_crashed_upload_publishes_exactly_the_sealing_publisher
     marker = tmp_path / "paused"
     script = tmp_path / "publisher.py"
     script.write_text(_CRASHED_PUBLISHER.format(FILES=FILES_A))
-    env = dict(os.environ, PYTHONPATH=str(PROJECT), CORPUS_PAUSE_AT="release_mirror:uploaded",
-               CORPUS_PAUSE_FILE=str(marker), CORPUS_PAUSE_SECONDS="120", CORPUS_SIGNING_KEY=keypair.private_b64)
-    proc = subprocess.Popen([sys.executable, str(script), str(tmp_path / "X/releases"), url, bid], env=env,
-                            cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 60
-        while not marker.exists():
-            if proc.poll() is not None:
-                raise AssertionError(f"publisher ended before the pause point: {proc.stderr.read().decode()[-3000:]}")
-            assert time.monotonic() < deadline, "pause point not reached in time"
-            time.sleep(0.05)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+    kill_at_pause_point([sys.executable, str(script), str(tmp_path / "X/releases"), url, bid], "release_mirror:uploaded",
+                        marker, env=dict(os.environ, PYTHONPATH=str(PROJECT), CORPUS_SIGNING_KEY=keypair.private_b64),
+                        cwd=PROJECT, timeout=60)
     base = f"releases/demo/{bid}"
     left = _rels(s3_env, bucket)
     assert f"{base}/.claim" in left and f"{base}/manifest.sig" in left and f"{base}/manifest.json" not in left

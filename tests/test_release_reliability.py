@@ -7,13 +7,10 @@
   applies nothing twice.
 """
 
-import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 
 import dagster as dg
 import pytest
@@ -21,6 +18,7 @@ import pytest
 from corpus_assets.domain.catalog import Catalog
 from corpus_assets.domain.layer_store import LayerStore
 from corpus_assets.domain.release_registry import registry
+from processes import kill_at_pause_point
 from release_fixture import TOKENIZER, build_snapshots, setup_release
 
 BODY = ("split: {fractions: [0.6, 0.2, 0.2]}\n" + TOKENIZER
@@ -47,20 +45,8 @@ def _materialize_cmd(select: str) -> list[str]:
 
 
 def _run_and_kill_at(point: str, select: str, tmp_path) -> None:
-    marker = tmp_path / f"paused-{point.replace(':', '-')}"
-    env = dict(os.environ, CORPUS_PAUSE_AT=point, CORPUS_PAUSE_FILE=str(marker))
-    proc = subprocess.Popen(_materialize_cmd(select), env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 240
-    while not marker.exists():
-        if proc.poll() is not None:
-            raise AssertionError(f"process ended before {point}: {proc.stderr.read().decode()[-3000:]}")
-        if time.monotonic() > deadline:
-            os.killpg(proc.pid, signal.SIGKILL)
-            raise AssertionError(f"{point} not reached in time")
-        time.sleep(0.1)
-    os.killpg(proc.pid, signal.SIGKILL)  # the step runs in a child process of the CLI: kill the group
-    proc.wait()
+    kill_at_pause_point(_materialize_cmd(select), point, tmp_path / f"paused-{point.replace(':', '-')}",
+                        env=dict(os.environ))
 
 
 def _forget(store: LayerStore, corpus_env, *, shards: bool, release: bool, cat: Catalog) -> None:
