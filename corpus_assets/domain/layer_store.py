@@ -636,8 +636,11 @@ class LayerStore:
             manifest = json.loads((root / MANIFEST).read_bytes())
         except FileNotFoundError:
             raise FileNotFoundError(f"{asset}/{partition}: version {version} does not exist") from None
+        return self._version(asset, partition, version, manifest)
+
+    def _version(self, asset: str, partition: str, version: str, manifest: dict) -> LayerVersion:
         location = self.remote.uri(self._rel(asset, partition, version)) if self.remote is not None else None
-        return LayerVersion(root, asset, partition, version, manifest, location)
+        return LayerVersion(self.partition_dir(asset, partition) / version, asset, partition, version, manifest, location)
 
     def current_manifest(self, asset: str, partition: str) -> Optional[dict]:
         """The current version's manifest without its data (no download from an object store)."""
@@ -659,9 +662,7 @@ class LayerStore:
         manifest = self.current_manifest(asset, partition)
         if manifest is None:
             return None
-        name = _check_component("version", manifest["version"])
-        location = self.remote.uri(self._rel(asset, partition, name)) if self.remote is not None else None
-        return LayerVersion(self.partition_dir(asset, partition) / name, asset, partition, name, manifest, location)
+        return self._version(asset, partition, _check_component("version", manifest["version"]), manifest)
 
     def current(self, asset: str, partition: str) -> Optional[LayerVersion]:
         name = self.current_version_name(asset, partition)

@@ -66,8 +66,9 @@ def sources_table(report: dict) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=SOURCES_SCHEMA)
 
 
-def packable_views(views: pa.Table) -> pa.Table:
-    """One row per record: the view packing uses (the only view, or ``chosen`` of a preference pair)."""
+def packable_views(views: pa.Table | pa.RecordBatch) -> pa.Table | pa.RecordBatch:
+    """One row per record: the view packing uses (the only view, or ``chosen`` of a preference
+    pair). Works on a whole table or on one batch of it."""
     variant = views.column("variant")
     keep = pc.or_(pc.is_null(variant), pc.equal(variant, "chosen"))
     return views.filter(pc.fill_null(keep, True))

@@ -24,15 +24,14 @@ from __future__ import annotations
 import json
 import os
 import posixpath
-import re
 import shutil
 import uuid
 from pathlib import Path
 from typing import Mapping, Optional
 
 from corpus_assets.domain.hashing import sha256_file
+from corpus_assets.domain.settings import data_url, is_url
 
-_URL_RE = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*)://(.*)$")
 TREE_SEAL = "_tree.json"
 
 
@@ -41,11 +40,12 @@ class ObjectStoreError(RuntimeError):
 
 
 def parse_url(value: str) -> Optional[tuple[str, str]]:
-    """(protocol, path) of an fsspec URL, or None for a plain (local) path or a ``file://`` URL."""
-    m = _URL_RE.match(value or "")
-    if not m or m.group(1).lower() == "file":
+    """(protocol, path) of an fsspec URL, or None for a plain (local) path or a ``file://`` URL
+    (settings.is_url decides which is which, for the whole project)."""
+    if not is_url(value):
         return None
-    return m.group(1).lower(), m.group(2).rstrip("/")
+    protocol, _, path = value.partition("://")
+    return protocol.lower(), path.rstrip("/")
 
 
 def _check_rel(rel: str) -> str:
@@ -304,8 +304,8 @@ class ObjectStore:
 
 def store_from_env(value: Optional[str] = None) -> Optional[ObjectStore]:
     """The object store named by ``CORPUS_HOME`` (or ``value``), None for a local data root."""
-    url = value if value is not None else os.environ.get("CORPUS_HOME", "")
-    if parse_url(url) is None:
+    url = value if value is not None else data_url()
+    if url is None or parse_url(url) is None:
         return None
     return ObjectStore(url, storage_options_from_env())
 

@@ -279,10 +279,6 @@ def _remove_stale(release_dir: Path) -> list[str]:
     return removed
 
 
-def _new_staging_dir(release_dir: Path) -> tuple[Path, Optional[int]]:
-    return new_staging_dir(release_dir)
-
-
 def _fsync_tree(root: Path) -> None:
     for dirpath, _dirnames, _files in os.walk(root, topdown=False):
         _fsync_dir(Path(dirpath))
@@ -532,7 +528,7 @@ def publish_release(
     previous = _read_current(release_dir)
     target = release_dir / bid
 
-    tmp, lock_fd = _new_staging_dir(release_dir)
+    tmp, lock_fd = new_staging_dir(release_dir)
     try:
         stage(tmp)
         files = _list_files(tmp)

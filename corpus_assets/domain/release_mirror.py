@@ -81,10 +81,11 @@ def pull_release(remote: ObjectStore, releases_root: Path, release: str, bid: st
     local = Path(releases_root) / release / bid
     if (local / MANIFEST_NAME).is_file():
         return local
-    if sealed_digest(remote, release, bid) is None:
-        return None
     base = _base(release, bid)
-    manifest = json.loads(remote.read_bytes(f"{base}/{MANIFEST_NAME}"))
+    raw = remote.read_bytes(f"{base}/{MANIFEST_NAME}")
+    if raw is None:
+        return None
+    manifest = json.loads(raw)
     # Only what the manifest describes, plus the descriptors that describe it — never stray objects.
     present = set(remote.list_files(base))
     listed = {a["path"] for a in manifest.get("artifacts", [])}

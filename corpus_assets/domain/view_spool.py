@@ -25,15 +25,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from corpus_assets.domain.layer_store import LayerVersion
+from corpus_assets.domain.mixture_layer import packable_views
 
 VIEW_COLUMNS = ["record_id", "variant", "split", "source_id", "domain", "n_tokens", "input_ids", "loss_mask", "offsets"]
-
-
-def _packable(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """One view per record: the only view, or ``chosen`` of a preference pair (as mixture_layer)."""
-    variant = batch.column("variant")
-    keep = pc.fill_null(pc.or_(pc.is_null(variant), pc.equal(variant, "chosen")), True)
-    return batch.filter(keep)
 
 
 @dataclass
@@ -132,7 +126,7 @@ class SpooledViews:
                 rids = batch.column("record_id").to_pylist()
                 out.sources.update(zip(rids, batch.column("source_id").to_pylist()))
                 out.domains.update(zip(rids, batch.column("domain").to_pylist()))
-                packable = _packable(batch)
+                packable = packable_views(batch)  # one view per record, as the mixture plan counts them
                 split_col = packable.column("split")
                 for name in sorted(set(split_col.to_pylist()) & wanted):
                     out.splits[name]._append(packable.filter(pc.equal(split_col, name)))
