@@ -122,7 +122,7 @@ def release_manifest_asset(
         # the current shard set) and its snapshots' layers
         scope = {name, *release_snapshots(store.require_current("dedup_clusters", name))}
         hits = [{k: f[k] for k in ("asset", "partition", "column", "value") if k in f}
-                for f in scan_for_tombstoned(store, store.home, tombs) if f.get("partition") in scope]
+                for f in scan_for_tombstoned(store, tombs) if f.get("partition") in scope]
     yield dg.AssetCheckResult(check_name="no_tombstoned_records", passed=not hits,
                               metadata={"tombstones": dg.MetadataValue.int(len(tombs)), "hits": dg.MetadataValue.json(hits[:20])})
     earlier = _earlier_tombstone_counts(store, cat, name, r.build_id)

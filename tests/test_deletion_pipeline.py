@@ -115,7 +115,7 @@ def test_withdrawal_and_takedown_reach_every_artifact_and_revoke_the_old_release
     assert "site_docs:gc" not in after and "site_mirror:gc" in after  # the other source's copy stays
     assert "site_docs:pathlib" not in after  # taken down
     # no current artifact of any layer names a tombstoned record; deleted text is gone from disk
-    assert scan_for_tombstoned(store, corpus_env, load_tombstones(cat)) == []
+    assert scan_for_tombstoned(store, load_tombstones(cat)) == []
     for asset in ("canonical_records", "curated_records"):
         for part in store.partitions(asset):
             for version in store.versions(asset, part):  # every version kept on disk, not only the current
@@ -152,7 +152,7 @@ def test_withdrawal_and_takedown_reach_every_artifact_and_revoke_the_old_release
     assert decisions[item["venv"]]["outcome"] == "accepted"
     raw = {r["item_id"]: r for r in store.require_current("raw_snapshot", key).read_table("items").to_pylist()}
     assert raw[item["pathlib"]]["content"] is None and raw[item["gc"]]["content"] is None and raw[item["venv"]]["content"]
-    assert scan_for_tombstoned(store, corpus_env, load_tombstones(cat)) == []
+    assert scan_for_tombstoned(store, load_tombstones(cat)) == []
     tampered = tmp_path / "tampered"
     shutil.copytree(new_path, tampered)
     victim = sorted(tampered.glob("shards/train/*.bin"))[0]

@@ -230,25 +230,25 @@ def findings_by_asset(findings) -> dict[str, set]:
 
 def test_scan_finds_tombstoned_records_until_purge_and_rebuild(world):
     store, catalog = world
-    assert scan_for_tombstoned(store, store.home, tombstones.load_tombstones(catalog)) == []
+    assert scan_for_tombstoned(store, tombstones.load_tombstones(catalog)) == []
     rid, res, _ = file_and_resolve(store, catalog, req(kind="record", record_id="dump:L1"))
     ts = tombstones.load_tombstones(catalog)
-    found = findings_by_asset(scan_for_tombstoned(store, store.home, ts))
+    found = findings_by_asset(scan_for_tombstoned(store, ts))
     assert set(found) == {RAW_ASSET, CANONICAL_ASSET, CURATED_ASSET, SIGNATURES_ASSET, DEDUP_ASSET, "splits",
                           TOKEN_VIEWS_ASSET, "mixture_plan", SHARDS_ASSET} - {RAW_ASSET}  # raw has no record id
     spans = [t for t, c, v in found[SHARDS_ASSET] if t.endswith(".spans.parquet")]
     assert len(spans) == 1 and (store.home / spans[0]).is_file()
     assert ("clusters", "representative_id", "dump:L1") in found[DEDUP_ASSET]
-    assert all(f["request_id"] == rid for f in scan_for_tombstoned(store, store.home, ts))
+    assert all(f["request_id"] == rid for f in scan_for_tombstoned(store, ts))
 
     for snap in res.snapshots:
         purge_snapshot(store, snap, ts, request_ids=[rid])
     purge_token_view_cache(store, ts, [rid])
-    left = findings_by_asset(scan_for_tombstoned(store, store.home, ts))
+    left = findings_by_asset(scan_for_tombstoned(store, ts))
     assert set(left) == {DEDUP_ASSET, "splits", "mixture_plan", SHARDS_ASSET}  # the release still names it
 
     build_release(store)  # the release rebuilt from the purged snapshots
-    assert scan_for_tombstoned(store, store.home, ts) == []
+    assert scan_for_tombstoned(store, ts) == []
     clusters = {c["record_id"]: c for c in store.current(DEDUP_ASSET, RELEASE).read_table("clusters").to_pylist()}
     # the text stays, under its remaining aliases, with a new representative
     assert "dump:L1" not in clusters and clusters["dump:L2"]["kind"] == "representative"
@@ -259,7 +259,7 @@ def test_scan_finds_planted_ids_in_a_spans_file_and_a_layer_table(world):
     store, catalog = world
     rid, _, _ = file_and_resolve(store, catalog, req(kind="record", record_id="web:ghost"))
     ts = tombstones.load_tombstones(catalog)
-    assert scan_for_tombstoned(store, store.home, ts) == []
+    assert scan_for_tombstoned(store, ts) == []
     # a layer table of any asset
     with store.new_version("notes", "_all", {"t": TableSpec(pa.schema([("record_id", pa.string()), ("n", pa.int64())]))}, {}) as w:
         w.write("t", [{"record_id": "web:ghost", "n": 1}, {"record_id": "web:b", "n": 2}])
@@ -274,7 +274,7 @@ def test_scan_finds_planted_ids_in_a_spans_file_and_a_layer_table(world):
     with store.new_version(SHARDS_ASSET, RELEASE, SHARDS_TABLES, {}) as w:
         w.write("shards", shards)
         w.commit()
-    found = scan_for_tombstoned(store, store.home, ts)
+    found = scan_for_tombstoned(store, ts)
     assert [(f["asset"], f["table"], f["value"], f["rows"], f["request_id"]) for f in found] == [
         ("notes", "t", "web:ghost", 1, rid),
         (SHARDS_ASSET, f"shards/{RELEASE}/planted/train/train-00001.spans.parquet", "web:ghost", 1, rid),
@@ -286,7 +286,7 @@ def test_scan_flags_a_deletion_stub_that_still_holds_bytes(world):
     rid, _, _ = file_and_resolve(store, catalog, req(kind="uri", uri="https://web.example/b"))
     ts = tombstones.load_tombstones(catalog)
     purge_snapshot(store, WEB, ts, request_ids=[rid])
-    assert [f for f in scan_for_tombstoned(store, store.home, ts) if f["asset"] != DEDUP_ASSET and f["asset"] != "splits"] == []
+    assert [f for f in scan_for_tombstoned(store, ts) if f["asset"] != DEDUP_ASSET and f["asset"] != "splits"] == []
     raw = store.current(RAW_ASSET, WEB)
     rows = raw.read_table("items").to_pylist()
     for r in rows:
@@ -296,7 +296,7 @@ def test_scan_flags_a_deletion_stub_that_still_holds_bytes(world):
     with store.new_version(RAW_ASSET, WEB, specs, {}) as w:
         w.write("items", rows)
         w.commit()
-    assert [(f["asset"], f["column"]) for f in scan_for_tombstoned(store, store.home, ts) if f["asset"] == RAW_ASSET] == [
+    assert [(f["asset"], f["column"]) for f in scan_for_tombstoned(store, ts) if f["asset"] == RAW_ASSET] == [
         (RAW_ASSET, "byte_length")]
 
 

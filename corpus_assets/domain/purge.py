@@ -51,7 +51,6 @@ Decisions
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 import pyarrow as pa
@@ -425,7 +424,7 @@ def _scan_version(ts: TombstoneSet, v: LayerVersion, findings: dict) -> None:
                 findings[key] = findings.get(key, 0) + 1
 
 
-def scan_for_tombstoned(store: LayerStore, home: Path | str, tombstones: TombstoneSet) -> list[dict]:
+def scan_for_tombstoned(store: LayerStore, tombstones: TombstoneSet) -> list[dict]:
     """Every tombstoned id still present in a current artifact: layer tables and shard spans."""
     findings: dict[tuple, int] = {}
     if len(tombstones) == 0:
@@ -437,12 +436,12 @@ def scan_for_tombstoned(store: LayerStore, home: Path | str, tombstones: Tombsto
                 continue
             _scan_version(tombstones, v, findings)
             if asset == SHARDS_ASSET and "shards" in v.manifest["tables"]:
-                for path in shard_spans_files(store, home, v):
+                for path in shard_spans_files(store, v):
                     if not path.is_file():
                         continue
                     t = pq.read_table(path, columns=[c for c in ("record_id",) if c in pq.read_schema(path).names])
                     for column, value, request in _scan_table(tombstones, t):
-                        rel = str(path.relative_to(Path(home))) if path.is_relative_to(Path(home)) else str(path)
+                        rel = str(path.relative_to(store.home)) if path.is_relative_to(store.home) else str(path)
                         key = (asset, partition, v.version, rel, column, value, request)
                         findings[key] = findings.get(key, 0) + 1
     return [

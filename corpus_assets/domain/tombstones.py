@@ -65,6 +65,7 @@ import pyarrow.parquet as pq
 from corpus_assets.domain.catalog import Catalog
 from corpus_assets.domain.keys import InvalidKeyError, parse_snapshot_key
 from corpus_assets.domain.layer_store import LayerStore, LayerVersion
+from corpus_assets.domain.shards_layer import shard_directory
 
 __all__ = [
     "RAW_ASSET",
@@ -317,17 +318,15 @@ def _content_closure(
 # --- releases ---------------------------------------------------------------------------------
 
 
-def shard_spans_files(store: LayerStore, home: Path | str, shards_version: LayerVersion) -> list[Path]:
-    """The ``.spans.parquet`` files of every shard a ``packed_shards`` version lists."""
-    home = Path(home)
+def shard_spans_files(store: LayerStore, shards_version: LayerVersion) -> list[Path]:
+    """The ``.spans.parquet`` files of every shard a ``packed_shards`` version lists (local paths;
+    shard sets only in the object store are fetched first)."""
     out = []
     for batch in shards_version.iter_batches("shards", columns=["directory", "meta_json"]):
         for directory, meta_json in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
             spans = json.loads(meta_json).get("files", {}).get("spans")
             if spans:
-                shard_set, _, split = directory.rpartition("/")
-                local = store.tree_dir(shard_set) if store.home == home else home / shard_set
-                out.append(local / split / spans["path"])
+                out.append(shard_directory(store, directory) / spans["path"])
     return out
 
 
@@ -360,7 +359,7 @@ def _releases_mentioning(store: LayerStore, record_ids: Iterable[str], prefix: O
             if v is None:
                 continue
             if asset == SHARDS_ASSET:
-                files = shard_spans_files(store, store.home, v)
+                files = shard_spans_files(store, v)
                 if any(p.is_file() and _mentions(ids, prefix, pq.read_table(p, columns=["record_id"]).column(0)) for p in files):
                     hit.append(asset)
             elif any(_version_mentions(v, t, ids, prefix) for t in tables):
