@@ -30,7 +30,7 @@ from pydantic import Field
 from corpus_assets.domain.catalog import Catalog
 from corpus_assets.domain.deletion import load_drop_folder, pending, set_status
 from corpus_assets.domain.layer_store import LayerStore
-from corpus_assets.domain.purge import drop_old_versions, purge_snapshot, purge_token_view_cache
+from corpus_assets.domain.purge import purge_snapshot, purge_token_view_cache
 from corpus_assets.domain.release_build import withdraw_revoked
 from corpus_assets.domain.release_registry import consumers, registry, revoke
 from corpus_assets.domain.settings import catalog_path, corpus_home
@@ -71,10 +71,10 @@ def purge_deleted_records(context: dg.OpExecutionContext, config: PurgeConfig) -
             continue
         purged.append(snap)
         for asset in SNAPSHOT_LAYERS:
-            v = store.current(asset, snap)
+            v = store.peek(asset, snap)  # version and digest only: nothing downloaded
             if v is None:
                 continue
-            dropped = drop_old_versions(store, asset, snap)
+            dropped = store.drop_versions(asset, snap)
             context.log_event(dg.AssetMaterialization(
                 asset_key=asset, partition=snap,
                 description=f"purged by deletion request {config.request_id}",
@@ -85,7 +85,7 @@ def purge_deleted_records(context: dg.OpExecutionContext, config: PurgeConfig) -
         context.log.info(f"purge {config.request_id}: {snap} rewritten ({i}/{len(snapshots)} partitions scanned)")
     cache = purge_token_view_cache(store, tombs, request_ids)
     for release in store.partitions("token_views"):
-        drop_old_versions(store, "token_views", release)
+        store.drop_versions("token_views", release)
     context.log.info(f"purge {config.request_id}: {len(purged)} snapshot partition(s) purged; token-view cache: {cache}")
     return {"snapshots": purged, "token_view_cache": cache}
 

@@ -22,7 +22,6 @@ from corpus_assets.domain.purge import (
     DELETED_OUTCOME,
     DELETED_REASON,
     DELETED_STATUS,
-    drop_old_versions,
     purge_snapshot,
     purge_token_view_cache,
     scan_for_tombstoned,
@@ -183,7 +182,7 @@ def test_withdrawing_a_whole_dump_uri_and_a_source(world):
     assert store.current(RAW_ASSET, OTHER).manifest["deletion"]["matched_request_ids"] == [b]
 
 
-def test_drop_old_versions_leaves_only_the_current_one(world):
+def test_drop_versions_leaves_only_the_current_one(world):
     store, catalog = world
     rid, _, _ = file_and_resolve(store, catalog, req(kind="content", content_sha256=sha256_text(SHARED)))
     purge_all(store, catalog, [rid])
@@ -192,14 +191,14 @@ def test_drop_old_versions_leaves_only_the_current_one(world):
         old = [v for v in store.versions(asset, WEB) if v != current]
         assert len(old) == 1
         (store.partition_dir(asset, WEB) / ".tmp-stale").mkdir()
-        assert drop_old_versions(store, asset, WEB) == old
+        assert store.drop_versions(asset, WEB) == old
         assert store.versions(asset, WEB) == [current]
         left = sorted(p.name for p in store.partition_dir(asset, WEB).iterdir() if p.name != ".lock")  # pointer lock: empty
         assert left == sorted(["CURRENT", current])
         assert not holds_text(store.current(asset, WEB), [SHARED])
-    assert drop_old_versions(store, RAW_ASSET, OTHER) == []  # never purged: nothing old
+    assert store.drop_versions(RAW_ASSET, OTHER) == []  # never purged: nothing old
     whole = store.versions(SIGNATURES_ASSET, OTHER)
-    assert drop_old_versions(store, SIGNATURES_ASSET, OTHER, keep_current=False) == whole
+    assert store.drop_versions(SIGNATURES_ASSET, OTHER, keep_current=False) == whole
     assert store.current(SIGNATURES_ASSET, OTHER) is None and OTHER not in store.partitions(SIGNATURES_ASSET)
 
 

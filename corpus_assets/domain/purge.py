@@ -3,7 +3,7 @@
 ``purge_snapshot`` rewrites the four snapshot layers of one partition from their current versions
 (``raw_snapshot``, ``canonical_records``, ``curated_records``, ``minhash_signatures``);
 ``purge_token_view_cache`` rewrites the current ``token_views`` of every release (the cache other
-releases reuse tokens from); ``drop_old_versions`` removes superseded version directories so the
+releases reuse tokens from); ``LayerStore.drop_versions`` removes superseded version directories so the
 deleted text does not linger on disk; ``scan_for_tombstoned`` is the "no current artifact contains
 a tombstoned record" check. Release layers other than the token view cache are not patched: an
 affected release is rebuilt from the purged snapshots (and its old version revoked).
@@ -31,7 +31,7 @@ Decisions
   - Every other table is copied, dropping rows that name a deleted record id or item index.
 * **Provenance.** The build spec of a purged version is the old one plus an entry appended to
   ``purges`` (code version, request ids, tombstone generation, the content digest it was purged
-  from — the history survives ``drop_old_versions``), with
+  from — the history survives ``LayerStore.drop_versions``), with
   its upstream digest (``raw_version`` / ``canonical_version`` / ``curated_version``) pointing at
   the purged upstream; the manifest keeps the old extras with recomputed counts plus ``deletion``
   (request ids given, request ids that matched, generation, rows removed per table).
@@ -39,7 +39,7 @@ Decisions
   ``affected: False``; re-running after a crash finishes the layers not yet purged (stubs count as
   deleted items). Versions are content-addressed, so a purge equals a rebuild from purged inputs
   table for table.
-* **Old versions.** Versions are immutable and stay on disk until ``drop_old_versions`` removes
+* **Old versions.** Versions are immutable and stay on disk until ``LayerStore.drop_versions`` removes
   every non-current version directory of a partition (and stale ``.tmp-*``).
 * **Scan** (``scan_for_tombstoned``): every table of the current version of every asset partition
   under ``layers/`` — columns ``record_id``, ``representative_id``, ``neighbour_id`` (record ids),
@@ -75,7 +75,6 @@ __all__ = [
     "DELETED_STATUS",
     "purge_snapshot",
     "purge_token_view_cache",
-    "drop_old_versions",
     "scan_for_tombstoned",
 ]
 
@@ -370,13 +369,6 @@ def purge_token_view_cache(store: LayerStore, tombstones: TombstoneSet, request_
         out[release] = {"from": v.version, "to": new.version, "records": len(hits),
                         "removed_rows": {k: n for k, n in sorted(removed.items()) if n}}
     return out
-
-
-def drop_old_versions(store: LayerStore, asset: str, partition: str, keep_current: bool = True) -> list[str]:
-    """Delete the version directories of a partition other than the current one (and stale staging
-    directories); with ``keep_current=False`` the whole partition — in the object store too, when
-    the data root is one. Returns the versions removed."""
-    return store.drop_versions(asset, partition, keep_current=keep_current)
 
 
 # --- scan -------------------------------------------------------------------------------------

@@ -204,13 +204,11 @@ def withdraw_revoked(store: LayerStore, releases_root: Path, release: str, build
         (d / "REVOKED.json").write_bytes(note_bytes)
     if store.remote is not None:
         out["shards_removed"] = max(out["shards_removed"], withdraw_remote(store.remote, release, build_id, note_bytes))
-    from corpus_assets.domain.purge import drop_old_versions
-
     for asset in ("dedup_clusters", "splits", "tokenizer", "token_views", "mixture_plan", "packed_shards"):
-        if store.current(asset, release) is not None:
-            out["layer_versions_dropped"] += len(drop_old_versions(store, asset, release))
-    cur = store.current("packed_shards", release)
-    keep = {Path(cur.manifest.get("report", {}).get("shard_set", "")).name} if cur is not None else set()
+        if store.current_version_name(asset, release) is not None:  # nothing downloaded to ask
+            out["layer_versions_dropped"] += len(store.drop_versions(asset, release))
+    cur = store.current_manifest("packed_shards", release)
+    keep = {Path(cur.get("report", {}).get("shard_set", "")).name} if cur is not None else set()
     for name in store.trees(f"shards/{release}"):
         if name not in keep:
             store.drop_tree(f"shards/{release}/{name}")
