@@ -163,12 +163,13 @@ def _reusable_views(
     writer = None
     try:
         for release in store.partitions(TOKEN_VIEWS_ASSET):
-            v = store.current(TOKEN_VIEWS_ASSET, release)
-            if v is None:
+            peeked = store.peek(TOKEN_VIEWS_ASSET, release)  # manifest first: only matching views are fetched
+            if peeked is None:
                 continue
-            b = v.manifest.get("build_spec", {})
+            b = peeked.manifest.get("build_spec", {})
             if b.get("tokenizer_digest") != tokenizer_digest or b.get("policy_version") != policy_version:
                 continue
+            v = store.open_version(TOKEN_VIEWS_ASSET, release, peeked.version)
             done = pa.array(sorted(seen), pa.string())
             found_here: set[str] = set()
             for batch in v.iter_batches("views", batch_size=2048, columns=["cache_key", "variant", *_TOKEN_COLUMNS]):
