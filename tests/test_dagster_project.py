@@ -49,3 +49,35 @@ def test_webserver_serves_asset_graph_and_partitions(corpus_env, tmp_path):
     finally:
         stop_group(proc, timeout=30)
     assert proc.returncode is not None
+
+
+def test_dagster_cli_materializes_a_snapshot_partition(corpus_env):
+    import dagster as dg
+
+    from corpus_assets.domain.demo_data import write_demo_inputs
+    from corpus_assets.domain.layer_store import LayerStore
+
+    write_demo_inputs(corpus_env / "demo_inputs")
+    key = "demo_sharegpt.20261129T140000"
+    with dg.DagsterInstance.get() as instance:
+        instance.add_dynamic_partitions("snapshots", [key])
+    out = subprocess.run(
+        [str(BIN / "dagster"), "asset", "materialize", "-m", "corpus_assets.definitions",
+         "--select", "raw_snapshot,canonical_records", "--partition", key],
+        cwd=PROJECT, capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    v = LayerStore(corpus_env).require_current("canonical_records", key)
+    assert v.row_count("records") == 7 and v.manifest["outcomes"] == {"accepted": 7}
+
+
+def test_corpus_cli_sources_and_layers(corpus_env, tmp_path):
+    out = subprocess.run([str(BIN / "corpus"), "sources"], cwd=PROJECT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "pydocs" in out.stdout and "http_crawl" in out.stdout and "valid" in out.stdout
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("sources:\n  - id: x\n    kind: jsonl\n    root: .\n    include: ['*.jsonl']\n    adapter: guess\n    governance: {license: MIT, rights_evidence: y}\n")
+    out = subprocess.run([str(BIN / "corpus"), "sources", "--file", str(bad)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "sources[0].adapter" in out.stderr
+    out = subprocess.run([str(BIN / "corpus"), "layers"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "no layers" in out.stdout
