@@ -13,7 +13,7 @@ endif
 UI_PORT ?= 3000
 PYDOC_PORT ?= 7464
 
-.PHONY: install instance demo test ui dev pydoc bench-canonicalize clean
+.PHONY: install instance demo test test-fast ui dev pydoc bench-canonicalize clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,9 +39,14 @@ instance:
 demo: install instance
 	$(BIN)/corpus demo
 
-# The whole test suite (CI runs exactly this).
+# The whole test suite: unit and integration (CI runs exactly this).
 test: install
 	$(BIN)/pytest -q
+
+# The developer loop: the unit tests only (pure, in-process; no Dagster instance, daemon,
+# webserver, S3, Dask or browser). tests/integration/ holds the rest.
+test-fast: install
+	$(BIN)/pytest -q tests/unit
 
 # The Dagster UI on 127.0.0.1 over the same instance the demo wrote to.
 ui: install instance

@@ -11,7 +11,7 @@ from conftest import write_sources
 from corpus_assets.domain.keys import snapshot_key
 from corpus_assets.domain.layer_store import LayerStore
 
-FIXTURE_TOKENIZER = Path(__file__).resolve().parent / "data" / "tokenizer" / "tiny_bpe.json"
+FIXTURE_TOKENIZER = Path(__file__).resolve().parents[1] / "data" / "tokenizer" / "tiny_bpe.json"
 TOKENIZER_SPEC = (
     f"tokenizer: {{path: '{FIXTURE_TOKENIZER}', special_tokens: ['<|endoftext|>', '<|pad|>'], eos_token: '<|endoftext|>'}}\n"
 )

@@ -36,7 +36,7 @@ from corpus_assets.domain.recipe.protocol import (
 )
 from corpus_assets.domain.recipe.snapshot import SnapshotError, load_snapshot
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 PROJECT = TESTS.parent
 CAL = "recipe_toy:create_calibrator"
 

@@ -24,7 +24,9 @@ from corpus_assets.domain.publish import (
     verify_release,
 )
 
-PROJECT = Path(__file__).resolve().parents[1]
+from publish_builds import FILES_A, FILES_B  # shared with integration/test_object_store.py
+
+PROJECT = Path(__file__).resolve().parents[2]
 
 SPEC = {
     "release_spec": {"name": "demo", "snapshots": ["a.20260101T000000"], "split": {"salt": "s"}},
@@ -46,13 +48,6 @@ def _stage_with(files: dict[str, bytes]):
     return stage
 
 
-FILES_A = {
-    "shards/train/train-00000.bin": bytes(range(256)) * 8,
-    "shards/train/train-00000.idx": b"MMIDIDX\x00\x00" + b"\x01" * 40,
-    "shards/validation/validation-00000.bin": b"v" * 300,
-    "reports/stage_counts.json": b'{"accepted": 10}',
-}
-FILES_B = {**FILES_A, "shards/train/train-00000.bin": bytes(range(256)) * 7}
 
 
 def _manifest(note: str = "first"):

@@ -48,9 +48,9 @@ from corpus_assets.domain.publish import (
 )
 from corpus_assets.domain.release_mirror import pull_release, push_release, withdraw_remote
 from processes import kill_at_pause_point
-from test_publish import FILES_A, FILES_B
+from publish_builds import FILES_A, FILES_B
 
-PROJECT = Path(__file__).resolve().parents[1]
+PROJECT = Path(__file__).resolve().parents[2]
 
 
 PREFIX = "corpus/home"  # the store is a prefix of the bucket, not its root

@@ -31,7 +31,7 @@ from corpus_assets.domain.shards import (
     write_shards,
 )
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from megatron_format_reader import read_indexed_dataset  # noqa: E402
 
 TOKENIZER = "tok-sha256-" + "ab" * 16

@@ -9,7 +9,7 @@ import pytest
 
 from processes import free_port, graphql, start_webserver, stop_group, wait_for_webserver
 
-PROJECT = Path(__file__).resolve().parents[1]
+PROJECT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 

@@ -562,7 +562,7 @@ def _load_exporter():
     import sys
 
     if "export_benchmarks" not in sys.modules:  # dataclasses need the module registered
-        path = Path(__file__).resolve().parents[1] / "scripts" / "export_benchmarks.py"
+        path = Path(__file__).resolve().parents[2] / "scripts" / "export_benchmarks.py"
         spec = importlib.util.spec_from_file_location("export_benchmarks", path)
         mod = importlib.util.module_from_spec(spec)
         sys.modules["export_benchmarks"] = mod

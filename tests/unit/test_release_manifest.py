@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from corpus_assets.domain import release_manifest as rm
 from corpus_assets.domain.publish import ReleaseVerificationError, build_id, publish_release, verify_release
 
-PROJECT = Path(__file__).resolve().parents[1]
+PROJECT = Path(__file__).resolve().parents[2]
 SCHEMA_FILE = PROJECT / "docs" / "release_manifest.schema.json"
 H = "a" * 64
 

@@ -42,7 +42,7 @@ from corpus_assets.domain.recipe.protocol import (
     select_ranked_candidates,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "recipes" / "tir_math.yaml"
 
 

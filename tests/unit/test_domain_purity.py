@@ -4,7 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-DOMAIN = Path(__file__).resolve().parents[1] / "corpus_assets" / "domain"
+DOMAIN = Path(__file__).resolve().parents[2] / "corpus_assets" / "domain"
 
 
 def test_domain_modules_do_not_import_dagster():

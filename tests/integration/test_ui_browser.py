@@ -17,7 +17,7 @@ import ui_browser
 from release_fixture import TOKENIZER, build_snapshots, run_release, setup_release
 from test_ui_definitions import LAYERS
 
-PROJECT = Path(__file__).resolve().parents[1]
+PROJECT = Path(__file__).resolve().parents[2]
 SPEC = ("split: {fractions: [0.6, 0.2, 0.2]}\n" + TOKENIZER
         + "mixture: {unit: documents, weights: {site_docs: 0.5, site_chat: 0.5}, budget: 40, replacement: true, seed: 7}\n"
         + "packing: {seq_len: 128, mode: atomic, overlength: split, boundary: mask, pad_token: '<|pad|>'}\n"

@@ -23,7 +23,7 @@ from corpus_assets.domain.tokenizer import (
     train_bpe,
 )
 
-PROJECT = Path(__file__).resolve().parents[1]
+PROJECT = Path(__file__).resolve().parents[2]
 FIXTURE = PROJECT / "tests" / "data" / "tokenizer" / "tiny_bpe.json"
 SCRIPT = PROJECT / "scripts" / "gpt2_tokenizer_from_whisper.py"
 
@@ -93,7 +93,7 @@ def test_training_twice_gives_identical_tokenizer(trained):
 def test_training_is_deterministic_across_processes(trained):
     """Rust hash maps are seeded per process: a fresh interpreter must learn the same tokenizer."""
     code = (
-        "import sys, json; from tests.test_tokenizer import TRAIN_TEXTS, _train_spec;"
+        "import sys, json; from tests.unit.test_tokenizer import TRAIN_TEXTS, _train_spec;"
         "from corpus_assets.domain.tokenizer import train_bpe;"
         "print(train_bpe(TRAIN_TEXTS, _train_spec()).digest)"
     )
