@@ -8,7 +8,7 @@ export DAGSTER_HOME ?= $(CORPUS_HOME)/dagster
 else
 # CORPUS_HOME is an object-store URL: Dagster's home lives on the local root (CORPUS_LOCAL);
 # settings.py is the one place that decides where (docs/operations.md).
-export DAGSTER_HOME ?= $(shell $(PYTHON) corpus_assets/domain/settings.py dagster_home)
+export DAGSTER_HOME ?= $(shell $(PYTHON) corpus_assets/domain/core/settings.py dagster_home)
 endif
 UI_PORT ?= 3000
 PYDOC_PORT ?= 7464

@@ -68,13 +68,13 @@ def bundled_lid_model() -> Path:
 def bench_source(root: Path):
     """The source, snapshot key, ``retrieved_at`` and default ``CanonicalPolicy`` under which the
     benchmarks canonicalize the pages (``canonicalize_item(item, i, source, snapshot, policy)``)."""
-    from corpus_assets.domain import canonicalize as canon
-    from corpus_assets.domain.keys import snapshot_key
-    from corpus_assets.domain.sources_config import Governance, LocalDirSource
+    from corpus_assets.domain.canonical import canonicalize as canon
+    from corpus_assets.domain.core.keys import snapshot_key
+    from corpus_assets.domain.ingest.sources_config import Governance, LocalDirSource
 
     policy_cls = getattr(canon, "CanonicalPolicy", None)
     if policy_cls is None:
-        from corpus_assets.domain.sources_config import CanonicalPolicy as policy_cls
+        from corpus_assets.domain.ingest.sources_config import CanonicalPolicy as policy_cls
     policy = policy_cls()
     source = LocalDirSource(
         id="bench-debian-docs",

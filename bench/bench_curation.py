@@ -6,7 +6,7 @@ Records: the Debian documentation pages (``python3.11-doc`` and ``debian-handboo
 ``canonicalize_item`` (as ``bench_canonicalize.py`` does) *before* any timing; only accepted
 records are used. Both sides get the same extracted texts in the same order:
 
-corpus side, per record: ``corpus_assets.domain.curated_layer._curate_one(row, config, index,
+corpus side, per record: ``corpus_assets.domain.curate.curated_layer._curate_one(row, config, index,
 policy, buf, summary)`` — the real per-record path of ``build_curated`` (row -> validated
 ``Record``; quality filters; decontamination against the evaluation registry; PII redaction;
 output rows for the ``records``, ``decisions``, ``pii_audit``, ``contamination`` and
@@ -104,9 +104,9 @@ def ensure_registry_files(bench_dir: Path) -> list[Path]:
 def canonical_rows(root: Path, rels: list[str], wanted: int) -> tuple[list[dict], dict]:
     """Canonicalize pages in order with ``canonicalize_item`` until ``wanted`` records are accepted
     (0: all pages); return their ``record_to_row`` rows and counts."""
-    from corpus_assets.domain.canonicalize import canonicalize_item
-    from corpus_assets.domain.raw_items import CAPTURED, RawItem
-    from corpus_assets.domain.records import record_to_row
+    from corpus_assets.domain.canonical.canonicalize import canonicalize_item
+    from corpus_assets.domain.ingest.raw_items import CAPTURED, RawItem
+    from corpus_assets.domain.canonical.records import record_to_row
 
     source, snapshot, retrieved_at, policy = bench_source(root)
     rows: list[dict] = []
@@ -174,10 +174,10 @@ class _TimedIndex:
 
 
 def make_corpus_side(bench_dir: Path, stage_timer: _StageTimer | None = None):
-    from corpus_assets.domain import curated_layer as cl
-    from corpus_assets.domain.curation_config import CurationConfig
-    from corpus_assets.domain.decontam import ContaminationIndex, DecontamConfig
-    from corpus_assets.domain.eval_registry import build_registry
+    from corpus_assets.domain.curate import curated_layer as cl
+    from corpus_assets.domain.curate.config import CurationConfig
+    from corpus_assets.domain.curate.decontam.detector import ContaminationIndex, DecontamConfig
+    from corpus_assets.domain.curate.decontam.eval_registry import build_registry
 
     files = [bench_dir / f"{b}.jsonl" for b in REGISTRY_BENCHMARKS]
     t0 = time.perf_counter()

@@ -110,9 +110,9 @@ def _step_times(instance, run_id: str) -> dict[str, list[float]]:
 
 
 def _snapshot_counts(store, key: str) -> dict:
-    from corpus_assets.domain.canonical_layer import CANONICAL_ASSET
-    from corpus_assets.domain.capture import RAW_ASSET
-    from corpus_assets.domain.curated_layer import CURATED_ASSET
+    from corpus_assets.domain.canonical.canonical_layer import CANONICAL_ASSET
+    from corpus_assets.domain.ingest.capture import RAW_ASSET
+    from corpus_assets.domain.curate.curated_layer import CURATED_ASSET
 
     raw = store.require_current(RAW_ASSET, key)
     can = store.require_current(CANONICAL_ASSET, key).manifest.get("outcomes", {})

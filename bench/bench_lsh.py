@@ -99,8 +99,8 @@ def run_one(n: int, m: int, seed: int, check_workers: bool) -> dict:
     rss0 = rss_now()
     import numpy as np
 
-    from corpus_assets.domain.lsh import LshPolicy, lsh_candidates, merge_candidates
-    from corpus_assets.domain.near_dedup import connected_components, select_representatives, signature_agreement
+    from corpus_assets.domain.dedup.lsh import LshPolicy, lsh_candidates, merge_candidates
+    from corpus_assets.domain.dedup.near import connected_components, select_representatives, signature_agreement
 
     rss_imports = rss_now()
     t = time.perf_counter()

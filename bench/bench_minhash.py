@@ -3,7 +3,7 @@
 
 Documents: the Debian documentation pages under ``bench/data/root`` (``bench/fetch_debian_docs.sh``),
 in ``_common.discover_pages`` order, first ``--limit`` pages; each page's text is extracted with
-``corpus_assets.domain.extraction.extract_html`` and put in its prose dedup normal form
+``corpus_assets.domain.canonical.extraction.extract_html`` and put in its prose dedup normal form
 (``hashing.dedup_normal_form(text, "prose")``) *before* any timing. Every side gets exactly these
 strings, in the same order, in this one process pinned to one core, and must return one signature
 per document from the text. Parameters: word 5-gram shingles, 128 permutations, seed 1.
@@ -63,8 +63,8 @@ NUM_PERM, SEED, NGRAM = 128, 1, 5
 
 
 def load_texts(root: Path, limit: int) -> list[str]:
-    from corpus_assets.domain.extraction import ExtractionError, extract_html
-    from corpus_assets.domain.hashing import dedup_normal_form
+    from corpus_assets.domain.canonical.extraction import ExtractionError, extract_html
+    from corpus_assets.domain.core.hashing import dedup_normal_form
 
     texts = []
     for _, data in load_pages(root, discover_pages(root)[:limit]):
@@ -84,7 +84,7 @@ def idiomatic_shingles(text: str) -> list[bytes]:
 
 
 def side_corpus_numpy(texts):
-    from corpus_assets.domain import minhash as mh
+    from corpus_assets.domain.dedup import minhash as mh
 
     mh.use_numba(False)
     try:
@@ -98,7 +98,7 @@ def cold_compile_seconds() -> float:
     import os
     import subprocess
 
-    code = ("import time; from corpus_assets.domain import minhash as mh; t = time.perf_counter(); "
+    code = ("import time; from corpus_assets.domain.dedup import minhash as mh; t = time.perf_counter(); "
             "mh.signatures(['warm up the kernel with a few words here'], mh.MinHashPolicy()); "
             "print(time.perf_counter() - t)")
     with tempfile.TemporaryDirectory(prefix="numba-cache-") as d:
@@ -109,7 +109,7 @@ def cold_compile_seconds() -> float:
 
 
 def side_corpus(texts):
-    from corpus_assets.domain.minhash import MinHashPolicy, signatures
+    from corpus_assets.domain.dedup.minhash import MinHashPolicy, signatures
 
     return signatures(texts, MinHashPolicy(num_perm=NUM_PERM, seed=SEED))
 
@@ -153,7 +153,7 @@ def timed(fn, texts):
 
 def stages(texts, batch_chars=512 << 10):
     """Stage times summed over the batches ``signatures`` uses (same default batch size)."""
-    from corpus_assets.domain import minhash as mh
+    from corpus_assets.domain.dedup import minhash as mh
 
     policy = mh.MinHashPolicy(num_perm=NUM_PERM, seed=SEED)
     kernel = mh.numba_kernel()
@@ -205,7 +205,7 @@ def main() -> None:
     import numpy as np
     import xxhash
 
-    from corpus_assets.domain import minhash as mh
+    from corpus_assets.domain.dedup import minhash as mh
 
     texts = load_texts(args.root, args.limit)
     words = sum(len(t.split()) for t in texts)

@@ -86,8 +86,8 @@ def main() -> None:
 def run(args, endpoint: str) -> None:
     import boto3
 
-    from corpus_assets.domain.layer_store import LayerStore, TableSpec
-    from corpus_assets.domain.object_store import ObjectStore
+    from corpus_assets.domain.storage.layer_store import LayerStore, TableSpec
+    from corpus_assets.domain.storage.object_store import ObjectStore
 
     client = boto3.client("s3", endpoint_url=endpoint)
     bucket = f"bench-{uuid.uuid4().hex[:8]}"

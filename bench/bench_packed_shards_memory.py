@@ -3,7 +3,7 @@
 
 packed_shards used to read the release's whole ``token_views`` table into memory before packing;
 it now spools the views once, batch by batch, into flat memory-mapped files per split
-(``domain/view_spool.py``) and gathers each chunk of the mixture plan from the maps. This
+(``domain/pack/view_spool.py``) and gathers each chunk of the mixture plan from the maps. This
 benchmark checks the claim that its resident memory no longer grows with the views.
 
 Data (synthetic, made here): a ``token_views`` layer version of ``--records`` records of
@@ -82,9 +82,9 @@ def make_release(home: Path, records: int, tokens: int) -> None:
     import numpy as np
     import pyarrow as pa
 
-    from corpus_assets.domain.layer_store import LayerStore
-    from corpus_assets.domain.mixture_layer import MIXTURE_ASSET, MIXTURE_TABLES
-    from corpus_assets.domain.token_views_layer import TOKEN_VIEWS_ASSET, TOKEN_VIEWS_TABLES, VIEWS_SCHEMA
+    from corpus_assets.domain.storage.layer_store import LayerStore
+    from corpus_assets.domain.pack.mixture_layer import MIXTURE_ASSET, MIXTURE_TABLES
+    from corpus_assets.domain.tokens.token_views_layer import TOKEN_VIEWS_ASSET, TOKEN_VIEWS_TABLES, VIEWS_SCHEMA
 
     store = LayerStore(home)
     rng = np.random.default_rng(7)
@@ -123,9 +123,9 @@ def make_release(home: Path, records: int, tokens: int) -> None:
 
 def side(home: str, which: str) -> None:
     """Run one side in this (fresh) process and print a JSON line."""
-    from corpus_assets.domain.layer_store import LayerStore
-    from corpus_assets.domain.packing import PackingPolicy
-    from corpus_assets.domain.shards_layer import ShardSpec, build_packed_shards
+    from corpus_assets.domain.storage.layer_store import LayerStore
+    from corpus_assets.domain.pack.packing import PackingPolicy
+    from corpus_assets.domain.pack.shards_layer import ShardSpec, build_packed_shards
 
     store = LayerStore(home)
     views = store.require_current("token_views", "bench")

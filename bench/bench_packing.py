@@ -72,12 +72,12 @@ def main() -> None:
 
     import numpy as np
 
-    from corpus_assets.domain import packing
-    from corpus_assets.domain.packing import PackingPolicy, coverage_check, iter_packed, pack
-    from corpus_assets.domain.records import SCHEMA_VERSIONS, DocumentPayload, Record, record_digest
-    from corpus_assets.domain.sources_config import Governance
-    from corpus_assets.domain.token_views import TokenView, iter_token_view_batches
-    from corpus_assets.domain.tokenizer import BpeTrainSpec, TokenizerSpec, train_bpe
+    from corpus_assets.domain.pack import packing
+    from corpus_assets.domain.pack.packing import PackingPolicy, coverage_check, iter_packed, pack
+    from corpus_assets.domain.canonical.records import SCHEMA_VERSIONS, DocumentPayload, Record, record_digest
+    from corpus_assets.domain.ingest.sources_config import Governance
+    from corpus_assets.domain.tokens.token_views import TokenView, iter_token_view_batches
+    from corpus_assets.domain.tokens.tokenizer import BpeTrainSpec, TokenizerSpec, train_bpe
 
     t0 = time.perf_counter()
     texts = stdlib_documents()

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import shutil
 import subprocess
@@ -64,7 +63,7 @@ def make_shards(out: Path, n_blocks: int, seq_len: int, per_shard: int) -> dict:
     import numpy as np
     import pyarrow as pa
 
-    from corpus_assets.domain.shards import write_shard_manifest, write_shards
+    from corpus_assets.domain.pack.shards import write_shard_manifest, write_shards
 
     rng = np.random.default_rng(0)
     metas = []
@@ -98,7 +97,7 @@ def warm_page_cache(out: Path) -> None:
 def side_baseline(out: Path, args, on_batch) -> tuple[int, int]:
     import numpy as np
 
-    from corpus_assets.domain.shards import load_shard_manifest
+    from corpus_assets.domain.pack.shards import load_shard_manifest
 
     batches = tokens = 0
     for m in load_shard_manifest(out)["shards"]:
@@ -117,7 +116,7 @@ def side_baseline(out: Path, args, on_batch) -> tuple[int, int]:
 
 
 def side_reader(out: Path, args, on_batch, verify: bool) -> tuple[int, int]:
-    from corpus_assets.domain.reader import ShardStreamReader, shards_from_manifest
+    from corpus_assets.domain.pack.shard_reader import ShardStreamReader, shards_from_manifest
 
     r = ShardStreamReader(shards_from_manifest(out), batch_size=args.batch_size, buffer_size=args.buffer,
                           seed=0, epochs=1, verify=verify)
@@ -135,7 +134,7 @@ def run_child(args) -> None:
     out = Path(args.dir)
     side = args.child
     fn = side_baseline if side == "baseline" else (lambda o, a, cb: side_reader(o, a, cb, verify=side == "reader+verify"))
-    import corpus_assets.domain.reader  # noqa: F401  (imports outside the measurement)
+    import corpus_assets.domain.pack.shard_reader  # noqa: F401  (imports outside the measurement)
     import numpy  # noqa: F401
 
     result: dict = {"side": side}

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Token views overhead (issue 5): ``token_views(records, tok, policy)`` vs bare ``encode_batch``.
 
-Texts: the main text (``corpus_assets.domain.extraction.extract_html``) of the Debian
+Texts: the main text (``corpus_assets.domain.canonical.extraction.extract_html``) of the Debian
 documentation pages under ``bench/data/root`` (``bench/fetch_debian_docs.sh``), in
 ``_common.discover_pages`` order, empty extractions skipped, the first ``--docs`` of them. Each
 text becomes a document ``Record`` (``record_sha256`` filled in, as canonical records have it).
@@ -52,11 +52,11 @@ def main() -> None:
     import numpy as np
     import tokenizers
 
-    from corpus_assets.domain.extraction import extract_html
-    from corpus_assets.domain.records import SCHEMA_VERSIONS, DocumentPayload, Record, record_digest
-    from corpus_assets.domain.sources_config import Governance
-    from corpus_assets.domain.token_views import TokenView, TokenViewPolicy, token_views
-    from corpus_assets.domain.tokenizer import BpeTrainSpec, TokenizerSpec, load_tokenizer, train_bpe
+    from corpus_assets.domain.canonical.extraction import extract_html
+    from corpus_assets.domain.canonical.records import SCHEMA_VERSIONS, DocumentPayload, Record, record_digest
+    from corpus_assets.domain.ingest.sources_config import Governance
+    from corpus_assets.domain.tokens.token_views import TokenView, TokenViewPolicy, token_views
+    from corpus_assets.domain.tokens.tokenizer import BpeTrainSpec, TokenizerSpec, load_tokenizer, train_bpe
 
     texts: list[str] = []
     for rel in discover_pages(args.root):

@@ -23,7 +23,7 @@ import argparse
 import sys
 from datetime import datetime, timezone
 
-from corpus_assets.domain.sources_config import ConfigError
+from corpus_assets.domain.ingest.sources_config import ConfigError
 
 
 def _cmd_demo(args) -> int:
@@ -34,8 +34,8 @@ def _cmd_demo(args) -> int:
 
 
 def _cmd_sources(args) -> int:
-    from corpus_assets.domain.settings import sources_path
-    from corpus_assets.domain.sources_config import load_sources
+    from corpus_assets.domain.core.settings import sources_path
+    from corpus_assets.domain.ingest.sources_config import load_sources
 
     path = args.file or sources_path()
     cfg = load_sources(path)
@@ -51,8 +51,8 @@ def _cmd_snapshot(args) -> int:
     import dagster as dg
 
     from corpus_assets.demo import run_snapshot
-    from corpus_assets.domain.keys import snapshot_key
-    from corpus_assets.domain.settings import ensure_homes
+    from corpus_assets.domain.core.keys import snapshot_key
+    from corpus_assets.domain.core.settings import ensure_homes
     from corpus_assets.partitions import snapshots_partitions
 
     ensure_homes()
@@ -69,8 +69,8 @@ def _cmd_snapshot(args) -> int:
 
 
 def _cmd_layers(args) -> int:
-    from corpus_assets.domain.layer_store import LayerStore
-    from corpus_assets.domain.settings import corpus_home
+    from corpus_assets.domain.storage.layer_store import LayerStore
+    from corpus_assets.domain.core.settings import corpus_home
 
     store = LayerStore.from_env(corpus_home())
     assets = store.assets()
@@ -86,9 +86,9 @@ def _cmd_layers(args) -> int:
 
 
 def _cmd_cache(args) -> int:
-    from corpus_assets.domain.layer_store import LayerStore
-    from corpus_assets.domain.release_mirror import prune_revoked
-    from corpus_assets.domain.settings import corpus_home
+    from corpus_assets.domain.storage.layer_store import LayerStore
+    from corpus_assets.domain.release.mirror import prune_revoked
+    from corpus_assets.domain.core.settings import corpus_home
 
     store = LayerStore.from_env(corpus_home())
     if store.remote is None:
@@ -105,8 +105,8 @@ def _cmd_cache(args) -> int:
 
 
 def _catalog():
-    from corpus_assets.domain.catalog import Catalog
-    from corpus_assets.domain.settings import catalog_path
+    from corpus_assets.domain.storage.catalog import Catalog
+    from corpus_assets.domain.core.settings import catalog_path
 
     return Catalog.at(catalog_path())
 
@@ -115,11 +115,11 @@ def _release_dir(target: str):
     """A release directory: a path, ``NAME`` (its CURRENT version) or ``NAME@BUILD_ID``."""
     from pathlib import Path
 
-    from corpus_assets.domain.publish import current_release
-    from corpus_assets.domain.settings import corpus_home
+    from corpus_assets.domain.release.publish import current_release
+    from corpus_assets.domain.core.settings import corpus_home
 
-    from corpus_assets.domain.object_store import store_from_env
-    from corpus_assets.domain.release_mirror import pull_release, remote_current
+    from corpus_assets.domain.storage.object_store import store_from_env
+    from corpus_assets.domain.release.mirror import pull_release, remote_current
 
     p = Path(target)
     if p.is_dir() and (p / "manifest.json").exists():
@@ -143,8 +143,8 @@ def _release_dir(target: str):
 
 
 def _cmd_verify(args) -> int:
-    from corpus_assets.domain.publish import ReleaseVerificationError, verify_release
-    from corpus_assets.domain.signing import SignatureError, SigningKeyError
+    from corpus_assets.domain.release.publish import ReleaseVerificationError, verify_release
+    from corpus_assets.domain.release.signing import SignatureError, SigningKeyError
 
     try:
         path = _release_dir(args.release)
@@ -164,7 +164,7 @@ def _cmd_verify(args) -> int:
 def _cmd_consume(args) -> int:
     import json
 
-    from corpus_assets.domain.release_registry import RegistryError, current_published, record_consumption
+    from corpus_assets.domain.release.registry import RegistryError, current_published, record_consumption
 
     cat = _catalog()
     build = args.build_id
@@ -182,7 +182,7 @@ def _cmd_consume(args) -> int:
 
 
 def _cmd_releases(args) -> int:
-    from corpus_assets.domain.release_registry import registry
+    from corpus_assets.domain.release.registry import registry
 
     rows = registry(_catalog(), args.name)
     if not rows:
@@ -194,7 +194,7 @@ def _cmd_releases(args) -> int:
 
 
 def _cmd_delete(args) -> int:
-    from corpus_assets.domain.deletion import DeletionRequestError, file_request, parse_request
+    from corpus_assets.domain.deletion.requests import DeletionRequestError, file_request, parse_request
 
     data = {"requester": args.requester, "reason": args.reason}
     chosen = [(k, v) for k, v in (("record", args.record_id), ("uri", args.uri), ("source", args.source),

@@ -21,20 +21,20 @@ from collections.abc import Mapping
 
 import dagster as dg
 
-from corpus_assets.canonical_records import canonical_records
-from corpus_assets.curated_records import curated_records
-from corpus_assets.dedup_clusters import dedup_clusters
-from corpus_assets.minhash_signatures import minhash_signatures
-from corpus_assets.splits_asset import splits_asset
-from corpus_assets.tokenizer_asset import tokenizer_asset
-from corpus_assets.token_views_asset import token_views_asset
-from corpus_assets.mixture_plan_asset import mixture_plan_asset
-from corpus_assets.packed_shards_asset import packed_shards_asset
-from corpus_assets.release_manifest_asset import release_manifest_asset
-from corpus_assets.eval_registry import eval_registry
-from corpus_assets.domain.settings import catalog_path
-from corpus_assets.raw_snapshot import raw_snapshot
-from corpus_assets.sql_assets import load_sql_assets
+from corpus_assets.assets.ingestion.canonical_records import canonical_records
+from corpus_assets.assets.curation.curated_records import curated_records
+from corpus_assets.assets.dedup.dedup_clusters import dedup_clusters
+from corpus_assets.assets.dedup.minhash_signatures import minhash_signatures
+from corpus_assets.assets.splits_tokens.splits import splits_asset
+from corpus_assets.assets.splits_tokens.tokenizer import tokenizer_asset
+from corpus_assets.assets.splits_tokens.token_views import token_views_asset
+from corpus_assets.assets.mixtures_packing.mixture_plan import mixture_plan_asset
+from corpus_assets.assets.mixtures_packing.packed_shards import packed_shards_asset
+from corpus_assets.assets.releases.release_manifest import release_manifest_asset
+from corpus_assets.assets.curation.eval_registry import eval_registry
+from corpus_assets.domain.core.settings import catalog_path
+from corpus_assets.assets.ingestion.raw_snapshot import raw_snapshot
+from corpus_assets.assets.reports.sql_assets import load_sql_assets
 from resources.catalog import CatalogResource
 from resources.curation import CurationResource
 from resources.releases import ReleasesResource

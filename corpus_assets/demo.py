@@ -14,13 +14,13 @@ from datetime import datetime, timezone
 
 import dagster as dg
 
-from corpus_assets.domain.canonical_layer import CANONICAL_ASSET
-from corpus_assets.domain.capture import RAW_ASSET
-from corpus_assets.domain.curated_layer import CURATED_ASSET
-from corpus_assets.domain.demo_data import write_demo_inputs
-from corpus_assets.domain.keys import snapshot_key
-from corpus_assets.domain.pydoc_server import free_port, port_is_free, pydoc_server
-from corpus_assets.domain.settings import catalog_path, ensure_homes
+from corpus_assets.domain.canonical.canonical_layer import CANONICAL_ASSET
+from corpus_assets.domain.ingest.capture import RAW_ASSET
+from corpus_assets.domain.curate.curated_layer import CURATED_ASSET
+from corpus_assets.domain.demo.inputs import write_demo_inputs
+from corpus_assets.domain.core.keys import snapshot_key
+from corpus_assets.domain.demo.pydoc_server import free_port, port_is_free, pydoc_server
+from corpus_assets.domain.core.settings import catalog_path, ensure_homes
 from corpus_assets.partitions import snapshots_partitions
 from sensors.crawl_schedules import capture_schedule_name
 
@@ -138,7 +138,7 @@ def run_demo(port: int | None = None, echo=print) -> dict:
     echo(f"release demo packed shards (T={pk['seq_len']}): " + ", ".join(
         f"{s} {r.get('blocks', 0)} blocks / {r.get('shards', 0)} shards, utilization {r.get('utilization', 0):.1%}, "
         f"padding {r.get('padding', 0)}, label rate {r.get('label_rate', 0):.1%}" for s, r in pk["splits"].items()))
-    from corpus_assets.domain.publish import current_release
+    from corpus_assets.domain.release.publish import current_release
 
     published = current_release(home / "releases", "demo")
     if published is not None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from dagster_duckdb import DuckDBResource
 
-from corpus_assets.domain.catalog import Catalog, retrying_connect
+from corpus_assets.domain.storage.catalog import Catalog, retrying_connect
 
 
 class CatalogResource(DuckDBResource):

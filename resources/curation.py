@@ -3,8 +3,8 @@
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from corpus_assets.domain.curation_config import CurationConfig, load_curation
-from corpus_assets.domain.settings import curation_path
+from corpus_assets.domain.curate.config import CurationConfig, load_curation
+from corpus_assets.domain.core.settings import curation_path
 
 
 class CurationResource(ConfigurableResource):

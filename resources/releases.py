@@ -3,9 +3,9 @@
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from corpus_assets.domain.dedup_layer import DedupFile, load_dedup_file
-from corpus_assets.domain.release_spec import ReleaseSpec, load_release_spec
-from corpus_assets.domain.settings import dedup_path, releases_dir
+from corpus_assets.domain.dedup.signatures_layer import DedupFile, load_dedup_file
+from corpus_assets.domain.release.spec import ReleaseSpec, load_release_spec
+from corpus_assets.domain.core.settings import dedup_path, releases_dir
 
 
 class ReleasesResource(ConfigurableResource):

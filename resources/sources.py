@@ -5,8 +5,8 @@ from __future__ import annotations
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from corpus_assets.domain.settings import sources_path
-from corpus_assets.domain.sources_config import SourcesFile, load_sources
+from corpus_assets.domain.core.settings import sources_path
+from corpus_assets.domain.ingest.sources_config import SourcesFile, load_sources
 
 
 class SourcesResource(ConfigurableResource):

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from corpus_assets.domain.layer_store import LayerStore
-from corpus_assets.domain.object_store import ObjectStore, storage_options_from_env
-from corpus_assets.domain.settings import corpus_home, data_url
+from corpus_assets.domain.storage.layer_store import LayerStore
+from corpus_assets.domain.storage.object_store import ObjectStore, storage_options_from_env
+from corpus_assets.domain.core.settings import corpus_home, data_url
 
 
 class StorageResource(ConfigurableResource):

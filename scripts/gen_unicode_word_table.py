@@ -1,4 +1,4 @@
-"""Regenerate corpus_assets/domain/unicode_word_table.py for the running Python's Unicode database.
+"""Regenerate corpus_assets/domain/curate/decontam/unicode_word_table.py for the running Python's Unicode database.
 
 The table lists the word characters that ``str.isalnum()`` misses (marks and compatibility
 characters, CJK excepted) — see ``decontam.compute_extra_word_ranges``. Computing it scans all
@@ -11,7 +11,7 @@ tests/test_decontam.py fails when the shipped table differs from the computation
 import unicodedata
 from pathlib import Path
 
-from corpus_assets.domain.decontam import compute_extra_word_ranges
+from corpus_assets.domain.curate.decontam.detector import compute_extra_word_ranges
 
 TARGET = Path(__file__).resolve().parents[1] / "corpus_assets" / "domain" / "unicode_word_table.py"
 

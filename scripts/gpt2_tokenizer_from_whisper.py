@@ -29,7 +29,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from corpus_assets.domain.tokenizer import gpt2_bytes_to_unicode
+from corpus_assets.domain.tokens.tokenizer import gpt2_bytes_to_unicode
 
 WHISPER_VERSION = "20250625"
 ASSET = "whisper/assets/gpt2.tiktoken"

@@ -10,10 +10,10 @@ from datetime import datetime, timezone
 
 import dagster as dg
 
-from corpus_assets.domain.capture import RAW_ASSET, capture_snapshot
-from corpus_assets.domain.keys import snapshot_key
+from corpus_assets.domain.ingest.capture import RAW_ASSET, capture_snapshot
+from corpus_assets.domain.core.keys import snapshot_key
 from corpus_assets.partitions import snapshots_partitions
-from corpus_assets.raw_snapshot import commit_capture_to_catalog
+from corpus_assets.assets.ingestion.raw_snapshot import commit_capture_to_catalog
 from resources.catalog import CatalogResource
 from resources.sources import SourcesResource
 from resources.storage import StorageResource

@@ -27,14 +27,14 @@ import json
 import dagster as dg
 from pydantic import Field
 
-from corpus_assets.domain.catalog import Catalog
-from corpus_assets.domain.deletion import load_drop_folder, pending, set_status
-from corpus_assets.domain.layer_store import LayerStore
-from corpus_assets.domain.purge import purge_snapshot, purge_token_view_cache
-from corpus_assets.domain.release_build import withdraw_revoked
-from corpus_assets.domain.release_registry import consumers, registry, revoke
-from corpus_assets.domain.settings import catalog_path, corpus_home
-from corpus_assets.domain.tombstones import load_tombstones, resolve, write_tombstones
+from corpus_assets.domain.storage.catalog import Catalog
+from corpus_assets.domain.deletion.requests import load_drop_folder, pending, set_status
+from corpus_assets.domain.storage.layer_store import LayerStore
+from corpus_assets.domain.deletion.purge import purge_snapshot, purge_token_view_cache
+from corpus_assets.domain.release.build import withdraw_revoked
+from corpus_assets.domain.release.registry import consumers, registry, revoke
+from corpus_assets.domain.core.settings import catalog_path, corpus_home
+from corpus_assets.domain.deletion.tombstones import load_tombstones, resolve, write_tombstones
 from sensors.jobs import release_job
 
 TAG_REQUEST = "corpus/deletion_request"

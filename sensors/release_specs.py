@@ -8,9 +8,9 @@ import json
 
 import dagster as dg
 
-from corpus_assets.domain.hashing import canonical_digest
-from corpus_assets.domain.release_spec import discover_release_specs
-from corpus_assets.domain.settings import releases_dir
+from corpus_assets.domain.core.hashing import canonical_digest
+from corpus_assets.domain.release.spec import discover_release_specs
+from corpus_assets.domain.core.settings import releases_dir
 from corpus_assets.partitions import releases_partitions
 
 

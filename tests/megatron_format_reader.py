@@ -2,7 +2,7 @@
 
 Written from the format as megatron-core publishes it (megatron/core/datasets/indexed_dataset.py:
 ``_INDEX_HEADER``, ``DType``, ``_IndexWriter.write`` / ``_IndexReader``), deliberately without
-importing ``corpus_assets.domain.shards``, so a test comparing what this reads with the input
+importing ``corpus_assets.domain.pack.shards``, so a test comparing what this reads with the input
 blocks checks our writer against the format, not against itself.
 
 .idx, little-endian::

@@ -115,7 +115,7 @@ def graphql(port: int, query: str, variables: dict | None = None) -> dict:
 
 def kill_at_pause_point(cmd: list[str], point: str, marker: Path, *, env: dict, cwd: Path | None = None,
                         timeout: float = 240) -> subprocess.Popen:
-    """Run ``cmd`` with the fault-injection pause point ``point`` armed (domain/faults.py), wait
+    """Run ``cmd`` with the fault-injection pause point ``point`` armed (domain/core/faults.py), wait
     until it reports reaching it in ``marker``, then SIGKILL its whole process group (a step may
     run in a child of the command). Returns the finished process."""
     env = dict(env, CORPUS_PAUSE_AT=point, CORPUS_PAUSE_FILE=str(marker))

@@ -5,10 +5,9 @@ import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import dagster as dg
 
 from conftest import write_sources
-from corpus_assets.domain.keys import snapshot_key
+from corpus_assets.domain.core.keys import snapshot_key
 
 FIXTURE_TOKENIZER = Path(__file__).resolve().parent / "data" / "tokenizer" / "tiny_bpe.json"
 TOKENIZER = f"tokenizer: {{path: '{FIXTURE_TOKENIZER}', special_tokens: ['<|endoftext|>', '<|pad|>'], eos_token: '<|endoftext|>'}}\n"

@@ -70,7 +70,6 @@ def _executable(override: Optional[str], candidates) -> Optional[str]:
     return next(filter(None, map(shutil.which, candidates)), None)
 
 
-from processes import default_signals as _default_signals  # noqa: E402
 from processes import free_port, start_in_group, start_webserver, wait_for_webserver  # noqa: E402,F401
 from processes import group_alive as _group_alive  # noqa: E402,F401
 from processes import stop_group as stop_process_group  # noqa: E402,F401

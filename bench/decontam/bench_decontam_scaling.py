@@ -56,14 +56,14 @@ PROJECT = HERE.parents[1]
 sys.path.insert(0, str(PROJECT))
 sys.path.insert(0, str(PROJECT / "scripts"))
 
-from corpus_assets.domain.decontam import (  # noqa: E402
+from corpus_assets.domain.curate.decontam.detector import (  # noqa: E402
     UNIT_CHECKED,
     ContaminationIndex,
     DecontamConfig,
     Decontaminator,
     normalize_tokens,
 )
-from corpus_assets.domain.eval_registry import EvalItem, EvalRegistry, build_registry  # noqa: E402
+from corpus_assets.domain.curate.decontam.eval_registry import EvalItem, EvalRegistry, build_registry  # noqa: E402
 
 DATA = PROJECT / "bench" / "data"
 WORK = DATA / "decontam"
@@ -176,7 +176,7 @@ def load_corpus(root: Path) -> tuple[list[tuple[str, str, str]], str]:
         if cache.is_file():
             docs = [tuple(json.loads(line)) for line in cache.read_text(encoding="utf-8").splitlines()]
         else:
-            from corpus_assets.domain.extraction import extract_html
+            from corpus_assets.domain.canonical.extraction import extract_html
 
             docs = []
             for p in pages:
@@ -250,7 +250,7 @@ def all_pairs_baseline(index: ContaminationIndex, docs) -> tuple[float, set]:
     """
     import numpy as np
 
-    from corpus_assets.domain.decontam import _ngram_hashes, _token_hashes
+    from corpus_assets.domain.curate.decontam.detector import _ngram_hashes, _token_hashes
 
     units, kept = [], {}
     for u, it in enumerate(index._units):

@@ -4,7 +4,7 @@ Ground truth: exact Jaccard of the word 5-gram shingle sets (``minhash.shingle_s
 ``hashing.dedup_normal_form(text, "prose")``, shingles as UTF-8 bytes) for ALL pairs, by brute
 force (a sparse 0/1 document x shingle matrix times its transpose: every pair's intersection).
 
-Pipeline under test, exactly as the release runs it (``domain/dedup_layer.py``):
+Pipeline under test, exactly as the release runs it (``domain/dedup/clusters_layer.py``):
 
 1. exact dedup on the dedup key (``exact_dedup.exact_groups``), near dedup among the
    representatives only;
@@ -39,11 +39,11 @@ HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parent.parent
 sys.path.insert(0, str(PROJECT))
 
-from corpus_assets.domain import lsh as lshmod  # noqa: E402
-from corpus_assets.domain.exact_dedup import exact_groups, exact_summary  # noqa: E402
-from corpus_assets.domain.hashing import dedup_key, dedup_normal_form  # noqa: E402
-from corpus_assets.domain.minhash import MinHashPolicy, hash_shingles, shingle_set, signatures  # noqa: E402
-from corpus_assets.domain.near_dedup import near_dedup, select_representatives, stable_order  # noqa: E402
+from corpus_assets.domain.dedup import lsh as lshmod  # noqa: E402
+from corpus_assets.domain.dedup.exact import exact_groups, exact_summary  # noqa: E402
+from corpus_assets.domain.core.hashing import dedup_key, dedup_normal_form  # noqa: E402
+from corpus_assets.domain.dedup.minhash import MinHashPolicy, hash_shingles, shingle_set, signatures  # noqa: E402
+from corpus_assets.domain.dedup.near import near_dedup, select_representatives, stable_order  # noqa: E402
 
 DATA = PROJECT / "bench" / "data" / "dedup_quality"
 BIN = 0.05

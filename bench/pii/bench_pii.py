@@ -50,7 +50,7 @@ HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parent.parent
 sys.path.insert(0, str(PROJECT))
 
-from corpus_assets.domain.pii import PII_TYPES, PiiConfig, find_pii, pii_policy_version  # noqa: E402
+from corpus_assets.domain.curate.pii import PII_TYPES, PiiConfig, find_pii, pii_policy_version  # noqa: E402
 
 DEFAULT_DATA = PROJECT / "bench" / "data" / "pii" / "labelled.jsonl"
 PRESIDIO_ENTITIES = ["EMAIL_ADDRESS", "IP_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD", "IBAN_CODE"]

@@ -20,8 +20,8 @@ import release_fixture as rf
 from conftest import PROJECT
 from processes import free_port, graphql, start_in_group, start_webserver, stop_group, wait_for_webserver
 from processes import tail as _tail
-from corpus_assets.domain.keys import snapshot_key
-from corpus_assets.domain.layer_store import LayerStore
+from corpus_assets.domain.core.keys import snapshot_key
+from corpus_assets.domain.storage.layer_store import LayerStore
 
 BIN = PROJECT / ".venv" / "bin"
 SNAPSHOT_ASSETS = ["raw_snapshot", "canonical_records", "curated_records", "minhash_signatures"]

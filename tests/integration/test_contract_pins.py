@@ -128,22 +128,23 @@ def dagster_surface() -> dict:
 
 
 def policy_digests(monkeypatch) -> dict:
-    from corpus_assets.domain import canonicalize
-    from corpus_assets.domain.curated_layer import curation_policy_version
-    from corpus_assets.domain.curation_config import CurationConfig, load_curation
-    from corpus_assets.domain.decontam import DecontamConfig, decontam_policy_version
-    from corpus_assets.domain.dedup_layer import ReleaseDedupPolicy, load_dedup_file
-    from corpus_assets.domain.eval_registry import EvalRegistry
-    from corpus_assets.domain.hashing import canonical_digest
-    from corpus_assets.domain.minhash import MinHashPolicy, minhash_policy_version
-    from corpus_assets.domain.mixture import MixtureSpec, mixture_spec_version
-    from corpus_assets.domain.packing import PackingPolicy, packing_policy_version
-    from corpus_assets.domain.pii import PiiConfig, pii_policy_version
-    from corpus_assets.domain.quality import FILTER_ORDER, QualityConfig, filter_version, quality_policy_version
-    from corpus_assets.domain.release_spec import load_release_spec
-    from corpus_assets.domain.sources_config import CanonicalPolicy
-    from corpus_assets.domain.splits import SplitPolicy, split_policy_version
-    from corpus_assets.domain.token_views import TokenViewPolicy, view_policy_version
+    from corpus_assets.domain.canonical import canonicalize
+    from corpus_assets.domain.curate.curated_layer import curation_policy_version
+    from corpus_assets.domain.curate.config import CurationConfig, load_curation
+    from corpus_assets.domain.curate.decontam.detector import DecontamConfig, decontam_policy_version
+    from corpus_assets.domain.dedup.clusters_layer import ReleaseDedupPolicy
+    from corpus_assets.domain.dedup.signatures_layer import load_dedup_file
+    from corpus_assets.domain.curate.decontam.eval_registry import EvalRegistry
+    from corpus_assets.domain.core.hashing import canonical_digest
+    from corpus_assets.domain.dedup.minhash import MinHashPolicy, minhash_policy_version
+    from corpus_assets.domain.pack.mixture import MixtureSpec, mixture_spec_version
+    from corpus_assets.domain.pack.packing import PackingPolicy, packing_policy_version
+    from corpus_assets.domain.curate.pii import PiiConfig, pii_policy_version
+    from corpus_assets.domain.curate.quality.filters import FILTER_ORDER, QualityConfig, filter_version, quality_policy_version
+    from corpus_assets.domain.release.spec import load_release_spec
+    from corpus_assets.domain.ingest.sources_config import CanonicalPolicy
+    from corpus_assets.domain.tokens.splits import SplitPolicy, split_policy_version
+    from corpus_assets.domain.tokens.token_views import TokenViewPolicy, view_policy_version
 
     project = Path(__file__).resolve().parents[2]
     # library-dependent inputs, fixed: a library upgrade may change them, a code move must not
@@ -173,9 +174,10 @@ def policy_digests(monkeypatch) -> dict:
 
 
 def reason_catalogue() -> dict:
-    from corpus_assets.domain import packing, token_views
-    from corpus_assets.domain.quality import REASON_CODES
-    from corpus_assets.domain.reasons import OUTCOME_OF, Reason
+    from corpus_assets.domain.pack import packing
+    from corpus_assets.domain.tokens import token_views
+    from corpus_assets.domain.curate.quality.filters import REASON_CODES
+    from corpus_assets.domain.core.reasons import OUTCOME_OF, Reason
 
     return {
         "canonical": {r.value: OUTCOME_OF[r].value for r in Reason},
@@ -241,7 +243,7 @@ def disk_layout(home: Path) -> dict:
 
 
 def catalog_tables(home: Path) -> dict:
-    from corpus_assets.domain.catalog import Catalog
+    from corpus_assets.domain.storage.catalog import Catalog
 
     out = {}
     with Catalog.at(home / "catalog.duckdb").transaction() as conn:

@@ -7,9 +7,9 @@ from datetime import datetime, timedelta, timezone
 import dagster as dg
 
 from conftest import write_sources
-from corpus_assets.domain.catalog import Catalog
-from corpus_assets.domain.layer_store import LayerStore
-from corpus_assets.domain.pydoc_server import pydoc_server
+from corpus_assets.domain.storage.catalog import Catalog
+from corpus_assets.domain.storage.layer_store import LayerStore
+from corpus_assets.domain.demo.pydoc_server import pydoc_server
 from http_fixture import serve_site
 
 def _registry(defs, instance):

@@ -6,9 +6,9 @@ from datetime import datetime, timezone
 
 import pyarrow.parquet as pq
 
-from corpus_assets.domain.demo_data import write_demo_inputs
-from corpus_assets.domain.keys import snapshot_key
-from corpus_assets.domain.layer_store import LayerStore
+from corpus_assets.domain.demo.inputs import write_demo_inputs
+from corpus_assets.domain.core.keys import snapshot_key
+from corpus_assets.domain.storage.layer_store import LayerStore
 
 PII_VALUES = ["maria.lopez@example.org", "+44 20 7946 0958", "192.168.20.14", "4111 1111 1111 1111"]
 

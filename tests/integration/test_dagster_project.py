@@ -5,7 +5,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 from processes import free_port, graphql, start_webserver, stop_group, wait_for_webserver
 
@@ -54,8 +53,8 @@ def test_webserver_serves_asset_graph_and_partitions(corpus_env, tmp_path):
 def test_dagster_cli_materializes_a_snapshot_partition(corpus_env):
     import dagster as dg
 
-    from corpus_assets.domain.demo_data import write_demo_inputs
-    from corpus_assets.domain.layer_store import LayerStore
+    from corpus_assets.domain.demo.inputs import write_demo_inputs
+    from corpus_assets.domain.storage.layer_store import LayerStore
 
     write_demo_inputs(corpus_env / "demo_inputs")
     key = "demo_sharegpt.20261129T140000"

@@ -8,8 +8,8 @@ import dagster as dg
 from pathlib import Path
 
 from conftest import write_sources
-from corpus_assets.domain.keys import snapshot_key
-from corpus_assets.domain.layer_store import LayerStore
+from corpus_assets.domain.core.keys import snapshot_key
+from corpus_assets.domain.storage.layer_store import LayerStore
 
 FIXTURE_TOKENIZER = Path(__file__).resolve().parents[1] / "data" / "tokenizer" / "tiny_bpe.json"
 TOKENIZER_SPEC = (

@@ -11,12 +11,12 @@ import dagster as dg
 import pyarrow.parquet as pq
 
 from corpus_assets.cli import main as corpus_main
-from corpus_assets.domain.catalog import Catalog
-from corpus_assets.domain.deletion import get
-from corpus_assets.domain.layer_store import LayerStore
-from corpus_assets.domain.purge import scan_for_tombstoned
-from corpus_assets.domain.release_registry import record_consumption, registry
-from corpus_assets.domain.tombstones import load_tombstones
+from corpus_assets.domain.storage.catalog import Catalog
+from corpus_assets.domain.deletion.requests import get
+from corpus_assets.domain.storage.layer_store import LayerStore
+from corpus_assets.domain.deletion.purge import scan_for_tombstoned
+from corpus_assets.domain.release.registry import record_consumption, registry
+from corpus_assets.domain.deletion.tombstones import load_tombstones
 from release_fixture import DOCS, TOKENIZER, build_snapshots, run_release, setup_release
 
 BODY = ("split: {fractions: [0.6, 0.2, 0.2]}\n" + TOKENIZER
@@ -139,7 +139,7 @@ def test_withdrawal_and_takedown_reach_every_artifact_and_revoke_the_old_release
     # with a reason code, and the raw bytes stubbed
     from datetime import timedelta
 
-    from corpus_assets.domain.keys import snapshot_key
+    from corpus_assets.domain.core.keys import snapshot_key
     from release_fixture import T0
 
     with dg.instance_for_test() as instance:

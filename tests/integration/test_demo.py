@@ -2,8 +2,8 @@
 
 import dagster as dg
 
-from corpus_assets.domain.layer_store import LayerStore
-from corpus_assets.domain.pydoc_server import free_port
+from corpus_assets.domain.storage.layer_store import LayerStore
+from corpus_assets.domain.demo.pydoc_server import free_port
 
 
 def test_demo_end_to_end_and_incremental_rerun(corpus_env, monkeypatch):

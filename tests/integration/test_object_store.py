@@ -30,15 +30,15 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from corpus_assets.domain import signing
-from corpus_assets.domain.layer_store import LayerIntegrityError, LayerStore, TableSpec
-from corpus_assets.domain.object_store import (
+from corpus_assets.domain.release import signing
+from corpus_assets.domain.storage.layer_store import LayerIntegrityError, LayerStore, TableSpec
+from corpus_assets.domain.storage.object_store import (
     ObjectStore,
     ObjectStoreError,
     store_from_env,
     storage_options_from_env,
 )
-from corpus_assets.domain.publish import (
+from corpus_assets.domain.release.publish import (
     STALE_AFTER_SECONDS,
     PublishError,
     ReleaseConflictError,
@@ -46,7 +46,7 @@ from corpus_assets.domain.publish import (
     publish_release,
     verify_release,
 )
-from corpus_assets.domain.release_mirror import pull_release, push_release, withdraw_remote
+from corpus_assets.domain.release.mirror import pull_release, push_release, withdraw_remote
 from processes import kill_at_pause_point
 from publish_builds import FILES_A, FILES_B
 
@@ -304,8 +304,8 @@ _CHILD = textwrap.dedent(
     import sys
     from pathlib import Path
     import pyarrow as pa
-    from corpus_assets.domain.layer_store import LayerStore, TableSpec
-    from corpus_assets.domain.object_store import ObjectStore
+    from corpus_assets.domain.storage.layer_store import LayerStore, TableSpec
+    from corpus_assets.domain.storage.object_store import ObjectStore
 
     home, url, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     schema = pa.schema([("i", pa.int64()), ("text", pa.string())])
@@ -483,9 +483,9 @@ _CRASHED_PUBLISHER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from corpus_assets.domain.object_store import ObjectStore
-    from corpus_assets.domain.publish import publish_release
-    from corpus_assets.domain.release_mirror import push_release
+    from corpus_assets.domain.storage.object_store import ObjectStore
+    from corpus_assets.domain.release.publish import publish_release
+    from corpus_assets.domain.release.mirror import push_release
 
     root, url, bid = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
     files = {FILES!r}
@@ -608,7 +608,7 @@ def test_a_tampered_tree_object_is_refused_without_a_partial_directory(s3_env, t
 def test_a_writer_on_another_machine_cannot_move_the_bucket_pointer_back(s3_env, tmp_path):
     """Machine B starts a version, machine A publishes another meanwhile (a purge, say): B's
     commit is refused with ConcurrentUpdateError and the bucket's CURRENT keeps A's version."""
-    from corpus_assets.domain.layer_store import ConcurrentUpdateError
+    from corpus_assets.domain.storage.layer_store import ConcurrentUpdateError
 
     bucket = s3_env.new_bucket()
     a = LayerStore(tmp_path / "a", remote=_remote(bucket), **STORE_KW)

@@ -18,8 +18,8 @@ import pytest
 import release_fixture as rf
 from conftest import PROJECT
 from corpus_assets.cli import main as corpus_main
-from corpus_assets.domain.keys import snapshot_key
-from corpus_assets.domain.layer_store import LayerStore
+from corpus_assets.domain.core.keys import snapshot_key
+from corpus_assets.domain.storage.layer_store import LayerStore
 
 if os.environ.get("CORPUS_REQUIRE_DISTRIBUTED"):  # CI: a missing extra fails instead of skipping
     import dask.distributed  # noqa: F401

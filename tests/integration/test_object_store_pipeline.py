@@ -14,9 +14,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from corpus_assets.cli import main as corpus_main
-from corpus_assets.domain.catalog import Catalog
-from corpus_assets.domain.layer_store import LayerStore
-from corpus_assets.domain.release_registry import registry
+from corpus_assets.domain.storage.catalog import Catalog
+from corpus_assets.domain.storage.layer_store import LayerStore
+from corpus_assets.domain.release.registry import registry
 from release_fixture import DOCS, TOKENIZER, build_snapshots, run_release, setup_release, step_failure
 from test_deletion_pipeline import _tick_until_applied
 

@@ -7,11 +7,10 @@ import json
 
 import dagster as dg
 import numpy as np
-import pytest
 
-from corpus_assets.domain.layer_store import LayerStore
-from corpus_assets.domain.reader import ShardStreamReader
-from corpus_assets.domain.shards_layer import shard_dirs
+from corpus_assets.domain.storage.layer_store import LayerStore
+from corpus_assets.domain.pack.shard_reader import ShardStreamReader
+from corpus_assets.domain.pack.shards_layer import shard_dirs
 from megatron_format_reader import read_indexed_dataset
 from release_fixture import TOKENIZER, build_snapshots, run_release, setup_release, step_failure
 
@@ -89,9 +88,9 @@ def test_plan_is_packed_into_shards_whose_every_position_traces_to_its_view(corp
 
     # shards are written as they fill, chunk by chunk, from views spooled in small batches: one
     # sample per chunk and two views per spool batch give the same bytes
-    from corpus_assets.domain.packing import PackingPolicy
-    from corpus_assets.domain.shards_layer import ShardSpec, _pack_and_write
-    from corpus_assets.domain.view_spool import SpooledViews
+    from corpus_assets.domain.pack.packing import PackingPolicy
+    from corpus_assets.domain.pack.shards_layer import ShardSpec, _pack_and_write
+    from corpus_assets.domain.pack.view_spool import SpooledViews
 
     spooled = SpooledViews.spool(store.require_current("token_views", "r1"), tmp_path / "spool",
                                  ["train", "validation", "test"], batch_size=2)
@@ -174,7 +173,7 @@ def test_span_coverage_check_rereads_the_written_shards_and_fails_on_a_defect(co
 
     import pyarrow.parquet as pq
 
-    from corpus_assets.domain.shards_layer import SHARDS_TABLES, verify_packed_shards
+    from corpus_assets.domain.pack.shards_layer import SHARDS_TABLES, verify_packed_shards
 
     assert _build(tmp_path, monkeypatch).success
     store = LayerStore(corpus_env)

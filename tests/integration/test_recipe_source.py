@@ -8,8 +8,8 @@ from datetime import datetime, timezone
 import dagster as dg
 
 from conftest import PROJECT, write_sources
-from corpus_assets.domain.keys import snapshot_key
-from corpus_assets.domain.layer_store import LayerStore
+from corpus_assets.domain.core.keys import snapshot_key
+from corpus_assets.domain.storage.layer_store import LayerStore
 from corpus_assets.domain.recipe.snapshot import load_snapshot
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)

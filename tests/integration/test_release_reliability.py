@@ -15,9 +15,9 @@ import sys
 import dagster as dg
 import pytest
 
-from corpus_assets.domain.catalog import Catalog
-from corpus_assets.domain.layer_store import LayerStore
-from corpus_assets.domain.release_registry import registry
+from corpus_assets.domain.storage.catalog import Catalog
+from corpus_assets.domain.storage.layer_store import LayerStore
+from corpus_assets.domain.release.registry import registry
 from processes import kill_at_pause_point
 from release_fixture import TOKENIZER, build_snapshots, setup_release
 

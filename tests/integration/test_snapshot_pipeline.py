@@ -8,12 +8,11 @@ from datetime import datetime, timezone
 
 import dagster as dg
 import pyarrow.parquet as pq
-import pytest
 
 from conftest import write_sources
-from corpus_assets.domain.demo_data import write_demo_inputs
-from corpus_assets.domain.keys import snapshot_key
-from corpus_assets.domain.layer_store import LayerStore
+from corpus_assets.domain.demo.inputs import write_demo_inputs
+from corpus_assets.domain.core.keys import snapshot_key
+from corpus_assets.domain.storage.layer_store import LayerStore
 
 def _registry(defs, instance):
     """curated_records (in snapshot_job) needs the frozen evaluation registry first."""

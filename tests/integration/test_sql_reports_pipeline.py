@@ -10,11 +10,11 @@ from collections import Counter, defaultdict
 import dagster as dg
 import pytest
 
-from corpus_assets.domain.catalog import Catalog
-from corpus_assets.domain.deletion import file_request, get
-from corpus_assets.domain.layer_store import LayerStore
-from corpus_assets.domain.release_registry import record_consumption, register_published, registry, revoke
-from corpus_assets.domain.tombstones import resolve, write_tombstones
+from corpus_assets.domain.storage.catalog import Catalog
+from corpus_assets.domain.deletion.requests import file_request, get
+from corpus_assets.domain.storage.layer_store import LayerStore
+from corpus_assets.domain.release.registry import record_consumption, register_published, registry, revoke
+from corpus_assets.domain.deletion.tombstones import resolve, write_tombstones
 from release_fixture import DOCS, TOKENIZER, build_snapshots, run_release, setup_release
 
 MIXTURE = ("mixture: {unit: documents, weights: {site_docs: 0.5, site_chat: 0.5}, budget: 40, replacement: true, "
@@ -157,8 +157,8 @@ def test_reports_job_over_a_release_matches_the_layer_tables(corpus_env, tmp_pat
 
 
 def test_models_list_every_report_in_the_data_card_links():
-    from corpus_assets.domain.release_build import REPORT_LINKS
-    from corpus_assets.sql_assets import SQL_FOLDER
+    from corpus_assets.domain.release.build import REPORT_LINKS
+    from corpus_assets.assets.reports.sql_assets import SQL_FOLDER
 
     models = sorted(p.stem for p in SQL_FOLDER.glob("*.sql"))
     assert len(models) >= 7

@@ -7,8 +7,8 @@ from datetime import timedelta
 import dagster as dg
 import pytest
 
-from corpus_assets.domain.keys import snapshot_key
-from corpus_assets.domain.layer_store import LayerStore
+from corpus_assets.domain.core.keys import snapshot_key
+from corpus_assets.domain.storage.layer_store import LayerStore
 from release_fixture import (
     DOCS, EOS_ID, FIXTURE_TOKENIZER, ITERTOOLS, T0, TOKENIZER,
     build_snapshots as _snapshots, run_release as _release, setup_release as _setup, step_failure as _failure,

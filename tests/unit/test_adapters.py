@@ -7,10 +7,9 @@ from typing import get_args
 
 import pytest
 
-from corpus_assets.domain.adapters import ROW_ADAPTERS, AdapterError, adapt_row, problem_group_id
-from corpus_assets.domain.reasons import Reason
-from corpus_assets.domain.records import text_view
-from corpus_assets.domain.sources_config import RowAdapterName
+from corpus_assets.domain.canonical.adapters import ROW_ADAPTERS, AdapterError, adapt_row, problem_group_id
+from corpus_assets.domain.core.reasons import Reason
+from corpus_assets.domain.ingest.sources_config import RowAdapterName
 
 SRC = "dump"
 ITEM = "data/part-0.jsonl#L12"
@@ -239,7 +238,7 @@ def test_preference_forms_share_one_prompt():
 
 
 def text_view_of(adapted):
-    from corpus_assets.domain.records import payload_text_view
+    from corpus_assets.domain.canonical.records import payload_text_view
 
     return payload_text_view(adapted.payload)
 

@@ -9,14 +9,14 @@ import pyarrow as pa
 import pytest
 from ftfy.badness import is_bad
 
-from corpus_assets.domain import canonicalize as canon
-from corpus_assets.domain.canonicalize import (
+from corpus_assets.domain.canonical import canonicalize as canon
+from corpus_assets.domain.canonical.canonicalize import (
     POLICY_VERSION,
     CanonicalPolicy,
     canonicalize_item,
     policy_version,
 )
-from corpus_assets.domain.extraction import (
+from corpus_assets.domain.canonical.extraction import (
     HtmlTooDeepError,
     TextDecodeError,
     decode_bytes,
@@ -24,13 +24,13 @@ from corpus_assets.domain.extraction import (
     looks_binary,
     sniff_binary,
 )
-from corpus_assets.domain.hashing import canonical_json, dedup_key, sha256_bytes, sha256_text
-from corpus_assets.domain.langid import LANGID_MODEL_DIGEST, LANGID_MODEL_PATH, detect_language
-from corpus_assets.domain.normalize import might_be_mojibake, normalize_text
-from corpus_assets.domain.raw_items import CAPTURE_FAILURES, RawItem
-from corpus_assets.domain.reasons import OUTCOME_OF, Outcome, Reason
-from corpus_assets.domain.records import RECORDS_SCHEMA, record_digest, record_to_row, row_to_record, text_view
-from corpus_assets.domain.sources_config import (
+from corpus_assets.domain.core.hashing import canonical_json, dedup_key, sha256_bytes, sha256_text
+from corpus_assets.domain.canonical.langid import LANGID_MODEL_DIGEST, LANGID_MODEL_PATH, detect_language
+from corpus_assets.domain.canonical.normalize import might_be_mojibake, normalize_text
+from corpus_assets.domain.ingest.raw_items import CAPTURE_FAILURES, RawItem
+from corpus_assets.domain.core.reasons import OUTCOME_OF, Outcome, Reason
+from corpus_assets.domain.canonical.records import RECORDS_SCHEMA, record_digest, record_to_row, row_to_record, text_view
+from corpus_assets.domain.ingest.sources_config import (
     Governance,
     HttpCrawlSource,
     JsonlSource,

@@ -2,7 +2,7 @@
 
 import multiprocessing as mp
 
-from corpus_assets.domain.catalog import Catalog, CrawlStateRow
+from corpus_assets.domain.storage.catalog import Catalog, CrawlStateRow
 
 
 def _writer(path, worker, n):

@@ -12,10 +12,10 @@ from datetime import datetime, timezone
 import httpx
 import pytest
 
-from corpus_assets.domain.crawl import CrawlStateEntry, Crawler, extract_links, normalize_url
-from corpus_assets.domain.raw_items import CAPTURED
-from corpus_assets.domain.reasons import Reason
-from corpus_assets.domain.sources_config import HttpCrawlSource
+from corpus_assets.domain.ingest.crawl import CrawlStateEntry, Crawler, extract_links, normalize_url
+from corpus_assets.domain.ingest.raw_items import CAPTURED
+from corpus_assets.domain.core.reasons import Reason
+from corpus_assets.domain.ingest.sources_config import HttpCrawlSource
 
 try:  # tests/ is not a package today; keep working if it becomes one
     from http_fixture import serve_site

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from corpus_assets.domain.decontam import (
+from corpus_assets.domain.curate.decontam.detector import (
     DEFAULT_PLACEHOLDER,
     REASON_EVAL_CONTAMINATION,
     ContaminationIndex,
@@ -28,7 +28,7 @@ from corpus_assets.domain.decontam import (
     normalize_tokens,
     tokenize_with_offsets,
 )
-from corpus_assets.domain.eval_registry import (
+from corpus_assets.domain.curate.decontam.eval_registry import (
     BenchmarkFormatError,
     EvalItem,
     EvalRegistry,
@@ -293,7 +293,7 @@ def test_normalization_is_the_same_on_both_sides_and_keeps_offsets():
 def test_token_regexes_agree_with_the_definition_on_every_code_point():
     """The fast BMP pattern and the full pattern define the same token characters as
     ``_is_word_char`` / ``_is_cjk``, for every Unicode code point (surrogates excluded)."""
-    from corpus_assets.domain.decontam import _is_cjk, _is_word_char, _unicode_token_res
+    from corpus_assets.domain.curate.decontam.detector import _is_cjk, _is_word_char, _unicode_token_res
 
     res = _unicode_token_res()
     bad = []
@@ -643,8 +643,8 @@ def test_the_shipped_unicode_word_table_is_what_the_scan_computes():
     (regenerate with scripts/gen_unicode_word_table.py after a Python upgrade)."""
     import unicodedata
 
-    from corpus_assets.domain import unicode_word_table
-    from corpus_assets.domain.decontam import compute_extra_word_ranges
+    from corpus_assets.domain.curate.decontam import unicode_word_table
+    from corpus_assets.domain.curate.decontam.detector import compute_extra_word_ranges
 
     if unicode_word_table.UNIDATA_VERSION != unicodedata.unidata_version:
         pytest.skip(f"table is for Unicode {unicode_word_table.UNIDATA_VERSION}, this Python has "

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from corpus_assets.domain.exact_dedup import ExactGroup, alias_rows, exact_groups, exact_summary
-from corpus_assets.domain.hashing import canonical_json, dedup_key, dedup_normal_form
+from corpus_assets.domain.dedup.exact import ExactGroup, alias_rows, exact_groups, exact_summary
+from corpus_assets.domain.core.hashing import canonical_json, dedup_key, dedup_normal_form
 
 # (record_id, source, eligible, quality, source_priority, text, domain)
 RECORDS = [

@@ -4,7 +4,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from corpus_assets.domain.keys import (
+from corpus_assets.domain.core.keys import (
     InvalidKeyError,
     PathEscapeError,
     confine,

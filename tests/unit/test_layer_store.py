@@ -5,8 +5,8 @@ import stat
 import pyarrow as pa
 import pytest
 
-from corpus_assets.domain.keys import InvalidKeyError
-from corpus_assets.domain.layer_store import LayerIntegrityError, LayerStore, TableSpec
+from corpus_assets.domain.core.keys import InvalidKeyError
+from corpus_assets.domain.storage.layer_store import LayerIntegrityError, LayerStore, TableSpec
 
 SCHEMA = pa.schema([("i", pa.int64()), ("text", pa.string()), ("blob", pa.large_binary())])
 TABLES = {"rows": TableSpec(SCHEMA), "secret": TableSpec(pa.schema([("k", pa.string())]), private=True)}
@@ -134,7 +134,7 @@ def test_rows_of_large_values_get_their_own_groups(tmp_path):
 
 _KILL_WRITER = r"""
 import sys, pyarrow as pa
-from corpus_assets.domain.layer_store import LayerStore, TableSpec
+from corpus_assets.domain.storage.layer_store import LayerStore, TableSpec
 store = LayerStore(sys.argv[1], rows_per_group=100)
 schema = pa.schema([("i", pa.int64()), ("text", pa.string())])
 with store.new_version("demo", "p1", {"rows": TableSpec(schema)}, {"spec": "new"}) as w:
@@ -182,7 +182,7 @@ def _concurrent_commits(store, rows_a, rows_b):
 def test_a_writer_that_started_before_another_commit_does_not_undo_it(tmp_path):
     """A version built while someone else (a purge, another run) moved CURRENT is refused with
     ConcurrentUpdateError instead of silently replacing theirs; it stays stored, not current."""
-    from corpus_assets.domain.layer_store import ConcurrentUpdateError
+    from corpus_assets.domain.storage.layer_store import ConcurrentUpdateError
 
     store = LayerStore(tmp_path)
     base = _write(store, _rows(5), 5)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from datasketch.lsh import _optimal_param
 
-from corpus_assets.domain.lsh import (
+from corpus_assets.domain.dedup.lsh import (
     NO_BUCKET,
     CandidateStats,
     LshPolicy,

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from xxhash import xxh3_64_intdigest
 
-from corpus_assets.domain import minhash as mh
-from corpus_assets.domain.hashing import dedup_normal_form
-from corpus_assets.domain.minhash import (
+from corpus_assets.domain.dedup import minhash as mh
+from corpus_assets.domain.core.hashing import dedup_normal_form
+from corpus_assets.domain.dedup.minhash import (
     MinHashPolicy,
     ShinglePolicy,
     datasketch_hashfunc,

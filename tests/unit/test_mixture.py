@@ -7,11 +7,10 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
-import pyarrow as pa
 import pytest
 from pydantic import ValidationError
 
-from corpus_assets.domain.mixture import (
+from corpus_assets.domain.pack.mixture import (
     MIXTURE_PLAN_SCHEMA,
     MixtureError,
     MixtureSpec,

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from datasketch import MinHash
 
-from corpus_assets.domain.lsh import LshPolicy
-from corpus_assets.domain.near_dedup import (
+from corpus_assets.domain.dedup.lsh import LshPolicy
+from corpus_assets.domain.dedup.near import (
     Edge,
     algorithm_18_1,
     connected_components,

@@ -12,8 +12,8 @@ import pyarrow.compute as pc
 import pytest
 from pydantic import ValidationError
 
-from corpus_assets.domain import packing
-from corpus_assets.domain.packing import (
+from corpus_assets.domain.pack import packing
+from corpus_assets.domain.pack.packing import (
     REASON_TOO_LONG,
     PackedBlocks,
     Packer,
@@ -427,10 +427,10 @@ def test_coverage_check_fails_on_corrupted_spans():
 
 
 def test_real_token_views_pack_with_eos_spans_and_char_offsets():
-    from corpus_assets.domain.records import SCHEMA_VERSIONS, DocumentPayload, Record
-    from corpus_assets.domain.sources_config import Governance
-    from corpus_assets.domain.token_views import rendered_text, token_views
-    from corpus_assets.domain.tokenizer import BpeTrainSpec, TokenizerSpec, train_bpe
+    from corpus_assets.domain.canonical.records import SCHEMA_VERSIONS, DocumentPayload, Record
+    from corpus_assets.domain.ingest.sources_config import Governance
+    from corpus_assets.domain.tokens.token_views import rendered_text, token_views
+    from corpus_assets.domain.tokens.tokenizer import BpeTrainSpec, TokenizerSpec, train_bpe
 
     texts = ["The quick brown fox jumps over the lazy dog.", "def f(x):\n    return x + 1\n", "Plain words here."] * 7
     tok = train_bpe(texts * 5, TokenizerSpec(train=BpeTrainSpec(vocab_size=300)))

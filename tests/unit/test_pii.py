@@ -1,4 +1,4 @@
-"""PII detection and redaction (issue 3): corpus_assets/domain/pii.py."""
+"""PII detection and redaction (issue 3): corpus_assets/domain/curate/pii.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 import pytest
 from pydantic import ValidationError
 
-from corpus_assets.domain.pii import (
+from corpus_assets.domain.curate.pii import (
     PII_DETECTOR_VERSION,
     PII_TYPES,
     PLACEHOLDERS,
@@ -195,7 +195,7 @@ def test_overlap_resolution_is_deterministic():
 
 
 def test_overlap_rule_earlier_start_then_longer_then_type_priority():
-    from corpus_assets.domain import pii
+    from corpus_assets.domain.curate import pii
 
     # feed the resolver crafted candidates through a stub detector set
     text = "0123456789012345678901234567890"

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from corpus_assets.domain import publish as pub
-from corpus_assets.domain import signing
-from corpus_assets.domain.publish import (
+from corpus_assets.domain.release import publish as pub
+from corpus_assets.domain.release import signing
+from corpus_assets.domain.release.publish import (
     ReleaseConflictError,
     ReleaseVerificationError,
     build_id,
@@ -300,7 +300,7 @@ def test_stale_staging_dirs_are_removed_only_when_their_owner_is_gone(tmp_path):
     (dead / "shards/x.bin").write_bytes(b"partial")
     live = rel / ".tmp-live"
     live.mkdir()
-    from corpus_assets.domain.dir_locks import lock_dir
+    from corpus_assets.domain.storage.dir_locks import lock_dir
 
     fd = lock_dir(live)  # a live publisher holds its lock
     try:
@@ -320,7 +320,7 @@ _CHILD = textwrap.dedent(
     """
     import json, sys, time
     from pathlib import Path
-    from corpus_assets.domain.publish import publish_release
+    from corpus_assets.domain.release.publish import publish_release
 
     root, bid, where = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
     go = Path(sys.argv[4]) if len(sys.argv) > 4 else None

@@ -8,17 +8,16 @@ from collections import Counter
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 
-from corpus_assets.domain import tombstones
-from corpus_assets.domain.accounting import check_canonical_accounting
-from corpus_assets.domain.canonical_layer import CANONICAL_ASSET
-from corpus_assets.domain.capture import RAW_ASSET
-from corpus_assets.domain.curated_layer import CURATED_ASSET
-from corpus_assets.domain.dedup_layer import DEDUP_ASSET, SIGNATURES_ASSET
-from corpus_assets.domain.hashing import sha256_text
-from corpus_assets.domain.layer_store import TableSpec
-from corpus_assets.domain.purge import (
+from corpus_assets.domain.deletion import tombstones
+from corpus_assets.domain.canonical.accounting import check_canonical_accounting
+from corpus_assets.domain.canonical.canonical_layer import CANONICAL_ASSET
+from corpus_assets.domain.ingest.capture import RAW_ASSET
+from corpus_assets.domain.curate.curated_layer import CURATED_ASSET
+from corpus_assets.domain.dedup.clusters_layer import DEDUP_ASSET, SIGNATURES_ASSET
+from corpus_assets.domain.core.hashing import sha256_text
+from corpus_assets.domain.storage.layer_store import TableSpec
+from corpus_assets.domain.deletion.purge import (
     DELETED_OUTCOME,
     DELETED_REASON,
     DELETED_STATUS,
@@ -26,8 +25,8 @@ from corpus_assets.domain.purge import (
     purge_token_view_cache,
     scan_for_tombstoned,
 )
-from corpus_assets.domain.shards_layer import SHARDS_ASSET, SHARDS_TABLES
-from corpus_assets.domain.token_views_layer import TOKEN_VIEWS_ASSET
+from corpus_assets.domain.pack.shards_layer import SHARDS_ASSET, SHARDS_TABLES
+from corpus_assets.domain.tokens.token_views_layer import TOKEN_VIEWS_ASSET
 from test_deletion import (
     DUMP,
     DUMP_URI,

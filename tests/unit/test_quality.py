@@ -12,7 +12,7 @@ import time
 import pytest
 from pydantic import ValidationError
 
-from corpus_assets.domain.quality import (
+from corpus_assets.domain.curate.quality.filters import (
     FILTER_ORDER,
     QUALITY_CODE_VERSION,
     REASON_CODES,
@@ -30,7 +30,7 @@ from corpus_assets.domain.quality import (
     judged_text,
     quality_policy_version,
 )
-from corpus_assets.domain.records import (
+from corpus_assets.domain.canonical.records import (
     SCHEMA_VERSIONS,
     DocumentPayload,
     InstructionPayload,
@@ -42,7 +42,7 @@ from corpus_assets.domain.records import (
     TaskPayload,
     raw_parent_id,
 )
-from corpus_assets.domain.sources_config import Governance
+from corpus_assets.domain.ingest.sources_config import Governance
 
 GOV = Governance(license="CC-BY-4.0", rights_evidence="https://example.org/license")
 CFG = QualityConfig()

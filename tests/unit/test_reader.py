@@ -13,8 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from corpus_assets.domain.reader import ShardStreamReader, shards_from_manifest, torch_iterable_dataset
-from corpus_assets.domain.shards import ShardIntegrityError, write_shard_manifest, write_shards
+from corpus_assets.domain.pack.shard_reader import ShardStreamReader, shards_from_manifest, torch_iterable_dataset
+from corpus_assets.domain.pack.shards import ShardIntegrityError, write_shard_manifest, write_shards
 
 T = 4
 TOKENIZER = "tok-test"
@@ -291,7 +291,7 @@ def test_restored_buffer_refs_are_verified_before_reading(shards):
 
 
 def test_module_does_not_import_torch():
-    code = "import corpus_assets.domain.reader, sys; print('torch' in sys.modules)"
+    code = "import corpus_assets.domain.pack.shard_reader, sys; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -13,10 +13,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from corpus_assets.domain.raw_items import CAPTURED
-from corpus_assets.domain.readers import read_source_items
-from corpus_assets.domain.reasons import Reason
-from corpus_assets.domain.sources_config import (
+from corpus_assets.domain.ingest.raw_items import CAPTURED
+from corpus_assets.domain.ingest.file_readers import read_source_items
+from corpus_assets.domain.core.reasons import Reason
+from corpus_assets.domain.ingest.sources_config import (
     ConfigError,
     JsonlSource,
     LocalDirSource,

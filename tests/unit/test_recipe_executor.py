@@ -679,3 +679,39 @@ def test_load_config_resolves_paths_and_names_fields(tmp_path):
     ):
         with pytest.raises(JobConfigError, match=field.replace(".", r"\.")):
             load_config(_write_config(tmp_path / "bad.yaml", body))
+
+
+def test_job_identity_follows_the_imports_and_does_not_depend_on_the_checkout_folder(tmp_path):
+    from corpus_assets.domain.recipe.identity import executor_source_files, source_key
+
+    keys = {source_key(p) for p in executor_source_files()}
+    assert all(not k.startswith("/") for k in keys), keys
+    # every corpus_assets module a real run loads (outside the recipe's own examples) is in the identity
+    probe = (
+        "import sys, json\n"
+        "from corpus_assets.domain.recipe.config import DataJobConfig\n"
+        "from corpus_assets.domain.recipe.executor import run_data_job\n"
+        "c = DataJobConfig.model_validate({'recipe': 'recipe_toy:create_recipe', 'target_count': 4, 'seed': 1, 'params': {'count': 8}})\n"
+        f"run_data_job(c, {str(tmp_path / 'job')!r})\n"
+        "mods = sorted(m.__file__ for n, m in sys.modules.items() if n.startswith('corpus_assets') and getattr(m, '__file__', None)\n"
+        "              and not n.endswith('__init__') and not m.__file__.endswith('__init__.py') and '.examples' not in n)\n"
+        "print(json.dumps(mods))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), str(PROJECT)]))
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    loaded = {source_key(Path(f)) for f in json.loads(out.stdout.strip().splitlines()[-1])}
+    assert loaded <= keys, sorted(loaded - keys)
+    # the same package in another folder has the same executor identity
+    import shutil
+
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(PROJECT / "corpus_assets", elsewhere / "corpus_assets", ignore=shutil.ignore_patterns("__pycache__"))
+    ident = ("import json; from corpus_assets.domain.recipe import identity;"
+             "print(identity.__file__); print(json.dumps(identity.source_digests(identity.executor_source_files(), 'executor')))")
+    here = subprocess.run([sys.executable, "-c", ident], env=dict(os.environ, PYTHONPATH=str(PROJECT)), cwd=PROJECT,
+                          capture_output=True, text=True, check=True).stdout
+    there = subprocess.run([sys.executable, "-c", ident], env=dict(os.environ, PYTHONPATH=str(elsewhere)), cwd=tmp_path,
+                           capture_output=True, text=True, check=True).stdout
+    assert there.splitlines()[0].startswith(str(elsewhere)) and here.splitlines()[0].startswith(str(PROJECT))
+    here, there = json.loads(here.splitlines()[1]), json.loads(there.splitlines()[1])
+    assert there == here and set(here) == keys

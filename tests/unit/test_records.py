@@ -8,8 +8,8 @@ import pyarrow as pa
 import pytest
 from pydantic import ValidationError
 
-from corpus_assets.domain.hashing import canonical_digest, dedup_key, sha256_text
-from corpus_assets.domain.records import (
+from corpus_assets.domain.core.hashing import canonical_digest, dedup_key, sha256_text
+from corpus_assets.domain.canonical.records import (
     PAYLOAD_ADAPTER,
     RECORDS_SCHEMA,
     SCHEMA_VERSIONS,
@@ -29,7 +29,7 @@ from corpus_assets.domain.records import (
     row_to_record,
     text_view,
 )
-from corpus_assets.domain.sources_config import Governance
+from corpus_assets.domain.ingest.sources_config import Governance
 
 GOV = Governance(license="CC-BY-4.0", rights_evidence="https://example.org/license")
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from corpus_assets.domain import release_manifest as rm
-from corpus_assets.domain.publish import ReleaseVerificationError, build_id, publish_release, verify_release
+from corpus_assets.domain.release import manifest as rm
+from corpus_assets.domain.release.publish import ReleaseVerificationError, build_id, publish_release, verify_release
 
 PROJECT = Path(__file__).resolve().parents[2]
 SCHEMA_FILE = PROJECT / "docs" / "release_manifest.schema.json"
@@ -92,7 +92,7 @@ def test_committed_schema_equals_the_generated_one(tmp_path):
     generated = rm.write_schema(tmp_path / "schema.json")
     assert json.loads(SCHEMA_FILE.read_text()) == json.loads(generated.read_text()), (
         "docs/release_manifest.schema.json is stale: regenerate with "
-        "python -c \"from corpus_assets.domain.release_manifest import write_schema; "
+        "python -c \"from corpus_assets.domain.release.manifest import write_schema; "
         "write_schema('docs/release_manifest.schema.json')\""
     )
     assert SCHEMA_FILE.read_text() == rm.schema_text()

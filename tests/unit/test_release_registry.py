@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from corpus_assets.domain import release_registry as reg
-from corpus_assets.domain.catalog import Catalog
+from corpus_assets.domain.release import registry as reg
+from corpus_assets.domain.storage.catalog import Catalog
 
 B1, B2, B3 = "1" * 64, "2" * 64, "3" * 64
 D1, D2, D3 = "a" * 64, "b" * 64, "c" * 64

@@ -2,9 +2,9 @@
 
 import pytest
 
-from corpus_assets.domain.config_files import ConfigError
-from corpus_assets.domain.release_spec import discover_release_specs, load_release_spec
-from corpus_assets.domain.settings import project_root
+from corpus_assets.domain.core.config_files import ConfigError
+from corpus_assets.domain.release.spec import discover_release_specs, load_release_spec
+from corpus_assets.domain.core.settings import project_root
 
 
 def _spec(tmp_path, name, body):

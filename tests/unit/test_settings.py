@@ -4,8 +4,8 @@ home and the catalog file — what a deployment sets in its environment."""
 from pathlib import Path
 
 from corpus_assets.cli import main as corpus_main
-from corpus_assets.domain.catalog import Catalog
-from corpus_assets.domain.settings import catalog_path, corpus_home, dagster_home, data_url, project_root
+from corpus_assets.domain.storage.catalog import Catalog
+from corpus_assets.domain.core.settings import catalog_path, corpus_home, dagster_home, data_url, project_root
 
 
 def test_a_directory_is_the_data_root_and_the_local_root(tmp_path, monkeypatch):

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-from corpus_assets.domain.shards import (
+from corpus_assets.domain.pack.shards import (
     MANIFEST_NAME,
     SHARD_FORMAT,
     ShardIntegrityError,

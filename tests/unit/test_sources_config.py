@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from corpus_assets.domain.settings import project_root
-from corpus_assets.domain.sources_config import ConfigError, load_sources, parse_sources
+from corpus_assets.domain.core.settings import project_root
+from corpus_assets.domain.ingest.sources_config import ConfigError, load_sources, parse_sources
 
 GOV = {"license": "CC0-1.0", "rights_evidence": "https://example.org/rights"}
 

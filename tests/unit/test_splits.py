@@ -7,7 +7,7 @@ import random
 import pytest
 from pydantic import ValidationError
 
-from corpus_assets.domain.splits import (
+from corpus_assets.domain.tokens.splits import (
     SplitConflictError,
     SplitPolicy,
     assign,

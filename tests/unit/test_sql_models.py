@@ -7,9 +7,9 @@ from datetime import datetime, timezone
 import pyarrow as pa
 import pytest
 
-from corpus_assets.domain.catalog import Catalog
-from corpus_assets.domain.layer_store import LayerStore, TableSpec
-from corpus_assets.domain.sql_models import (
+from corpus_assets.domain.storage.catalog import Catalog
+from corpus_assets.domain.storage.layer_store import LayerStore, TableSpec
+from corpus_assets.domain.reports.sql_models import (
     CATALOG_VIEWS,
     Relation,
     SqlModelError,
@@ -174,7 +174,7 @@ def test_a_template_spanning_lines_keeps_error_lines(tmp_path):
 
 
 def _catalog_with_a_request(path):
-    from corpus_assets.domain.deletion import file_request
+    from corpus_assets.domain.deletion.requests import file_request
 
     cat = Catalog.at(path)
     rid = file_request(cat, {"kind": "uri", "uri": "https://example.org/private/page", "requester": "alice@example.org",
@@ -246,7 +246,7 @@ def test_catalog_is_read_while_another_process_holds_the_write_lock(tmp_path):
 
 
 def test_release_layer_refs_manifest_rows_and_asset_wiring(tmp_path):
-    from corpus_assets.sql_assets import LAYER_TABLES, load_sql_assets, make_resolver
+    from corpus_assets.assets.reports.sql_assets import LAYER_TABLES, load_sql_assets, make_resolver
 
     store = _views_store(tmp_path)
     m = parse_model(_model(tmp_path, "targets", "SELECT m.release, s.key AS split, CAST(s.value ->> 'target' AS DOUBLE) AS target\n"
@@ -273,8 +273,8 @@ def test_release_layer_refs_manifest_rows_and_asset_wiring(tmp_path):
 
 
 def test_mixture_sources_table_holds_the_report_fields():
-    from corpus_assets.domain.mixture import MixtureSpec, SourceUnits, build_plan
-    from corpus_assets.domain.mixture_layer import sources_table
+    from corpus_assets.domain.pack.mixture import MixtureSpec, SourceUnits, build_plan
+    from corpus_assets.domain.pack.mixture_layer import sources_table
 
     spec = MixtureSpec(unit="documents", weights={"a": 0.75, "b": 0.25}, budget=8, target_weights={"a": 0.5, "b": 0.5})
     plan = build_plan(spec, {"a": SourceUnits.from_counts({"a1": 5, "a2": 7}), "b": SourceUnits.from_counts({"b1": 3})})

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from corpus_assets.domain.hashing import dedup_key, sha256_text
-from corpus_assets.domain.records import (
+from corpus_assets.domain.core.hashing import dedup_key, sha256_text
+from corpus_assets.domain.canonical.records import (
     SCHEMA_VERSIONS,
     DocumentPayload,
     InstructionPayload,
@@ -23,8 +23,8 @@ from corpus_assets.domain.records import (
     record_digest,
     text_view,
 )
-from corpus_assets.domain.sources_config import Governance
-from corpus_assets.domain.token_views import (
+from corpus_assets.domain.ingest.sources_config import Governance
+from corpus_assets.domain.tokens.token_views import (
     REASON_TOO_LONG,
     ChatTemplateError,
     Rejected,
@@ -38,7 +38,7 @@ from corpus_assets.domain.token_views import (
     view_policy_version,
     views_to_table,
 )
-from corpus_assets.domain.tokenizer import BpeTrainSpec, TokenizerSpec, train_bpe
+from corpus_assets.domain.tokens.tokenizer import BpeTrainSpec, TokenizerSpec, train_bpe
 
 GOV = Governance(license="CC-BY-4.0", rights_evidence="https://example.org/license")
 TRAIN = [
@@ -294,7 +294,7 @@ def test_bounded_batches_and_table(tok):
 
 
 def test_offsets_from_byte_lengths_equal_tokenizers_offsets(tok):
-    from corpus_assets.domain import token_views as tv
+    from corpus_assets.domain.tokens import token_views as tv
 
     enc, blen = tv._encoder(tok)
     assert blen is not None  # byte-level BPE: the fast path is in use

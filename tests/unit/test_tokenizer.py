@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from corpus_assets.domain.tokenizer import (
+from corpus_assets.domain.tokens.tokenizer import (
     BpeTrainSpec,
     FrozenTokenizer,
     TokenizerLoadError,
@@ -94,7 +94,7 @@ def test_training_is_deterministic_across_processes(trained):
     """Rust hash maps are seeded per process: a fresh interpreter must learn the same tokenizer."""
     code = (
         "import sys, json; from tests.unit.test_tokenizer import TRAIN_TEXTS, _train_spec;"
-        "from corpus_assets.domain.tokenizer import train_bpe;"
+        "from corpus_assets.domain.tokens.tokenizer import train_bpe;"
         "print(train_bpe(TRAIN_TEXTS, _train_spec()).digest)"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, capture_output=True, text=True, check=True)
@@ -258,7 +258,7 @@ def test_gpt2_merge_reconstruction_on_a_toy_rank_table():
 
 
 def test_stored_tokenizer_thaws_to_the_same_digest_and_refuses_a_changed_one(trained):
-    from corpus_assets.domain.tokenizer import thaw_tokenizer
+    from corpus_assets.domain.tokens.tokenizer import thaw_tokenizer
 
     again = thaw_tokenizer(trained.to_json(), trained.spec, expected_digest=trained.digest)
     assert again.digest == trained.digest and again.encode("def f(x): pass") == trained.encode("def f(x): pass")

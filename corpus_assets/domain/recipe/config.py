@@ -26,7 +26,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from corpus_assets.domain.config_files import ConfigError, format_validation_error, read_yaml
+from corpus_assets.domain.core.config_files import ConfigError, format_validation_error, read_yaml
 from corpus_assets.domain.recipe.protocol import RecipeError
 
 __all__ = [

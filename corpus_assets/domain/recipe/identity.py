@@ -9,25 +9,34 @@ Decisions
   ``config`` (the whole validated config, execution settings included), ``inputs`` and
   ``exclude`` (sha256 of each declared file; a directory digests its files' relative paths and
   contents), ``recipe_sources`` (the factory module's file plus ``recipe.source_files()``),
-  ``calibrator_sources`` (the calibrator factory's module file) and ``executor_sources`` (this
-  package's own ``.py`` files — not ``examples/`` — plus the domain helpers it relies on).
-* Source files are keyed by absolute path: moving the project changes the identity, which is the
-  safe direction.
+  ``calibrator_sources`` (the calibrator factory's module file) and ``executor_sources`` (every
+  module the executor really runs: the ``corpus_assets`` modules in the import closure of this
+  package, ``examples/`` excluded, found by reading the import statements, so no hand list can
+  go stale when a helper moves).
+* Source files are keyed by their path relative to the folder holding the ``corpus_assets``
+  package (``corpus_assets/domain/recipe/executor.py``) or, outside it, relative to the project
+  root; only a file outside both keeps its absolute path. A checkout in another folder therefore
+  has the same identity, and moving or renaming a module changes it (the safe direction).
 * ``identity_digest`` is the digest of the canonical JSON of all components.
 """
 
 from __future__ import annotations
 
+import ast
+import importlib.util
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from corpus_assets.domain.hashing import canonical_digest, sha256_file
+from corpus_assets.domain.core.hashing import canonical_digest, sha256_file
+from corpus_assets.domain.core.settings import project_root
 from corpus_assets.domain.recipe.config import DataJobConfig
 from corpus_assets.domain.recipe.plugins import module_file
 from corpus_assets.domain.recipe.protocol import RecipeError
 
 __all__ = [
     "executor_source_files",
+    "source_key",
     "identity_changes",
     "identity_digest",
     "job_identity",
@@ -36,7 +45,8 @@ __all__ = [
 ]
 
 _PACKAGE = Path(__file__).resolve().parent
-_DOMAIN = _PACKAGE.parent
+_SITE = _PACKAGE.parents[2]  # the folder holding the corpus_assets package
+_ROOT_PACKAGE = "corpus_assets"
 
 
 def path_digest(path: Path, field: str) -> str:
@@ -52,18 +62,69 @@ def path_digest(path: Path, field: str) -> str:
     raise RecipeError(f"{field}: {path} does not exist")
 
 
+def source_key(path: Path) -> str:
+    """How a source file is named in an identity: relative to the folder holding ``corpus_assets``,
+    else to the project root, else absolute."""
+    path = Path(path).resolve()
+    for base in (_SITE, project_root().resolve()):
+        if path.is_relative_to(base):
+            return path.relative_to(base).as_posix()
+    return str(path)
+
+
 def source_digests(paths: Iterable[Path], field: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for p in paths:
         p = Path(p).resolve()
-        out[str(p)] = path_digest(p, field)
+        out[source_key(p)] = path_digest(p, field)
     return dict(sorted(out.items()))
 
 
+def _imported_modules(path: Path, module: str) -> set[str]:
+    """The ``corpus_assets`` modules a source file imports (absolute and relative imports)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            names.add(base)
+            names.update(f"{base}.{a.name}" for a in node.names)  # `from pkg import module`
+    return {n for n in names if n == _ROOT_PACKAGE or n.startswith(_ROOT_PACKAGE + ".")}
+
+
+def _module_file(name: str) -> Optional[Path]:
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):  # `from module import function` names no module
+        return None
+    return Path(spec.origin).resolve() if spec is not None and spec.origin and spec.origin.endswith(".py") else None
+
+
+@lru_cache(maxsize=1)
+def _executor_closure() -> tuple[Path, ...]:
+    todo = [(p, f"{__package__}.{p.stem}") for p in sorted(_PACKAGE.glob("*.py")) if p.name != "__init__.py"]
+    seen: dict[Path, str] = {}
+    while todo:
+        path, module = todo.pop()
+        if path in seen or (_PACKAGE / "examples") in path.parents:
+            continue
+        seen[path] = module
+        for name in sorted(_imported_modules(path, module)):
+            f = _module_file(name)
+            if f is not None and f not in seen:
+                todo.append((f, name))
+    return tuple(sorted(seen))
+
+
 def executor_source_files() -> list[Path]:
-    files = sorted(_PACKAGE.glob("*.py"))
-    files += [_DOMAIN / "hashing.py", _DOMAIN / "config_files.py"]
-    return files
+    """Every ``corpus_assets`` module the executor package imports, directly or through others."""
+    return list(_executor_closure())
 
 
 def _recipe_source_files(config: DataJobConfig, recipe: Any) -> list[Path]:

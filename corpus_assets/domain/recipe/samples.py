@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from corpus_assets.domain.hashing import canonical_json, sha256_bytes
+from corpus_assets.domain.core.hashing import canonical_json, sha256_bytes
 from corpus_assets.domain.recipe.protocol import DataSample, PublicTask, RecipeError
 
 __all__ = [

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional
 
-from corpus_assets.domain.hashing import canonical_digest
-from corpus_assets.domain.layer_store import fsync_dir as _fsync_dir
+from corpus_assets.domain.core.hashing import canonical_digest
+from corpus_assets.domain.storage.layer_store import fsync_dir as _fsync_dir
 from corpus_assets.domain.recipe.protocol import DataSample, PublicTask, RecipeError
 from corpus_assets.domain.recipe.samples import dumps
 

@@ -26,7 +26,6 @@ import json
 import math
 import multiprocessing
 import threading
-import time
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Callable, Iterable, Iterator, Optional

@@ -72,7 +72,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 
-from corpus_assets.domain.hashing import canonical_digest, canonical_json
+from corpus_assets.domain.core.hashing import canonical_digest, canonical_json
 from corpus_assets.domain.recipe.protocol import (
     DataSample,
     GenerationContext,

@@ -55,7 +55,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from corpus_assets.domain.hashing import canonical_digest, canonical_json
+from corpus_assets.domain.core.hashing import canonical_digest, canonical_json
 from corpus_assets.domain.recipe.examples.tir import TYPES, format_exact, parse_task, solve_task
 from corpus_assets.domain.recipe.protocol import (
     Attempt,

@@ -1,0 +1,1 @@
+"""curation: eval_registry and curated_records (logic: corpus_assets/domain/curate)."""

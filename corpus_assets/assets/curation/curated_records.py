@@ -1,0 +1,119 @@
+"""curated_records: quality-filtered, decontaminated, PII-redacted records with honest accounting."""
+
+import dagster as dg
+from pydantic import Field
+
+from corpus_assets.assets.ingestion.canonical_records import canonical_records
+from corpus_assets.domain.curate.curated_layer import (
+    CANONICAL_ASSET,
+    CURATED_CODE_VERSION,
+    build_curated,
+    check_no_pii_in_public,
+)
+from corpus_assets.domain.curate.decontam.eval_registry import EvalRegistry
+from corpus_assets.assets.curation.eval_registry import eval_registry, load_current_registry
+from corpus_assets.metadata import counts_table, markdown_table, ratio, version_metadata
+from corpus_assets.partitions import snapshots_partitions
+from resources.curation import CurationResource
+from resources.storage import StorageResource
+
+
+class CurateConfig(dg.Config):
+    batch_size: int = Field(default=256, ge=1, le=100_000, description="records per processing batch (memory bound)")
+
+
+@dg.asset(
+    partitions_def=snapshots_partitions,
+    deps=[canonical_records, eval_registry],
+    group_name="curation",
+    kinds={"python", "parquet"},
+    owners=["team:corpus"],
+    code_version=CURATED_CODE_VERSION,
+    description=(
+        "Curated records of one snapshot: type- and domain-aware quality filters (Gopher quality and "
+        "repetition, C4, FineWeb), n-gram-containment decontamination against eval_registry, and PII "
+        "redaction with typed placeholders. One decision per canonical record with stage, reason code "
+        "and policy version; the PII audit keeps spans, never values; quarantined records are owner-only."
+    ),
+    check_specs=[
+        dg.AssetCheckSpec("curation_accounting", asset="curated_records",
+                          description="canonical records in = accepted + rejected + quarantined."),
+        dg.AssetCheckSpec("no_pii_in_public", asset="curated_records",
+                          description="Re-detection finds no PII of a redacted type in the public records."),
+        dg.AssetCheckSpec("registry_digest_recorded", asset="curated_records",
+                          description="The curated version records the digest of the current eval registry."),
+    ],
+)
+def curated_records(
+    context: dg.AssetExecutionContext,
+    config: CurateConfig,
+    storage: StorageResource,
+    curation: CurationResource,
+) -> dg.MaterializeResult:
+    key = context.partition_key
+    store = storage.store()
+    cfg = curation.load()
+    # Without decontamination there is nothing to protect against, so no registry is required.
+    registry = load_current_registry(store) if cfg.decontam.enabled else EvalRegistry(())
+    canonical = store.require_current(CANONICAL_ASSET, key)
+    s = build_curated(
+        store, key, cfg, registry, canonical_version=canonical, batch_size=config.batch_size, log=context.log.info
+    )
+    v = s.version
+    decided = sum(s.outcomes.values())
+    pii_problems = check_no_pii_in_public(v, cfg)
+    retention_rows = [
+        (src, lang, f"{stage}: {reason}", r[0], r[1], r[2], r[3], f"{r[3] / r[2]:.1%}" if r[2] else "-")
+        for (src, lang, stage, reason), r in sorted(s.retention.items())
+    ]
+    chars_in = sum(r[2] for r in s.retention.values())
+    chars_out = sum(r[3] for r in s.retention.values())
+    reason_rows = [(st, o, rsn, c) for (st, o, rsn), c in sorted(s.by_reason.items(), key=lambda kv: (-kv[1], kv[0]))]
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(v.content_digest),
+        metadata={
+            "records_in": dg.MetadataValue.int(s.records_in),
+            "accepted": dg.MetadataValue.int(s.outcomes.get("accepted", 0)),
+            "rejected": dg.MetadataValue.int(s.outcomes.get("rejected", 0)),
+            "quarantined": dg.MetadataValue.int(s.outcomes.get("quarantined", 0)),
+            "modified": dg.MetadataValue.int(s.modified),
+            "retention_rate": dg.MetadataValue.float(ratio(s.outcomes.get("accepted", 0), s.records_in)),
+            "chars_in": dg.MetadataValue.int(chars_in),
+            "chars_out": dg.MetadataValue.int(chars_out),
+            "char_retention_rate": dg.MetadataValue.float(ratio(chars_out, chars_in)),
+            "retention": dg.MetadataValue.md(markdown_table(
+                ["source", "lang", "stage: reason", "records in", "records out", "chars in", "chars out", "char retention"],
+                retention_rows)),
+            "decisions": dg.MetadataValue.md(markdown_table(["stage", "outcome", "reason", "records"], reason_rows)),
+            "pii_by_type": dg.MetadataValue.md(counts_table(s.pii_counts, "pii type") if s.pii_counts else "_none detected_"),
+            "contamination": dg.MetadataValue.md(
+                (counts_table(s.contamination, "benchmark") if s.contamination else "_no matches found_")
+                + f"\n\nMethod: n-gram containment from the benchmark side, n={cfg.decontam.n} "
+                f"(short items: n={cfg.decontam.short_n}), tau={cfg.decontam.tau}, action={cfg.decontam.action}, "
+                f"registry {registry.digest[:16]} ({len(registry)} protected fields). Absence of matches means "
+                "none were found by this method, not that the data is clean."
+            ),
+            "eval_registry_digest": registry.digest,
+            "policy_version": s.policy_version,
+            **version_metadata(v),
+        },
+        check_results=[
+            dg.AssetCheckResult(
+                check_name="curation_accounting",
+                passed=decided == s.records_in == canonical.row_count("records") and v.row_count("decisions") == decided
+                and v.row_count("records") == s.outcomes.get("accepted", 0),
+                metadata={"in": dg.MetadataValue.int(canonical.row_count("records")),
+                          **{k: dg.MetadataValue.int(val) for k, val in s.outcomes.items()}},
+            ),
+            dg.AssetCheckResult(
+                check_name="no_pii_in_public",
+                passed=not pii_problems,
+                metadata={"findings": dg.MetadataValue.int(len(pii_problems)), "records": ", ".join(sorted({p.rsplit(': ', 1)[0] for p in pii_problems})[:20]) or "none"},
+            ),
+            dg.AssetCheckResult(
+                check_name="registry_digest_recorded",
+                passed=v.manifest.get("eval_registry_digest") == registry.digest,
+                metadata={"eval_registry_digest": registry.digest},
+            ),
+        ],
+    )

@@ -1,0 +1,64 @@
+"""eval_registry: the frozen registry of protected evaluation items, named by its digest."""
+
+import dagster as dg
+import pyarrow as pa
+
+from corpus_assets.domain.curate.decontam.eval_registry import EvalItem, EvalRegistry, build_registry
+from corpus_assets.domain.storage.layer_store import UNPARTITIONED, LayerStore, TableSpec
+from corpus_assets.metadata import counts_table, version_metadata
+from resources.curation import CurationResource
+from resources.storage import StorageResource
+
+REGISTRY_ASSET = "eval_registry"
+REGISTRY_CODE_VERSION = "eval-registry-1"
+REGISTRY_TABLES = {
+    # owner-only: evaluation answers must not drift into anything a crawler or a report could read
+    "items": TableSpec(
+        pa.schema([("benchmark", pa.string()), ("item_id", pa.string()), ("field", pa.string()), ("text", pa.large_string())]),
+        private=True,
+    )
+}
+
+
+def load_current_registry(store: LayerStore) -> EvalRegistry:
+    """The registry of the current eval_registry version, digest re-verified."""
+    version = store.current(REGISTRY_ASSET, UNPARTITIONED)
+    if version is None:
+        raise FileNotFoundError(
+            "eval_registry has not been materialized yet: materialize it first (the demo does; in the UI "
+            "select eval_registry and Materialize)"
+        )
+    registry = EvalRegistry(tuple(EvalItem(**row) for row in version.read_table("items").to_pylist()))
+    if registry.digest != version.manifest["registry_digest"]:
+        raise ValueError(f"eval_registry {version.version}: items do not match the recorded registry digest")
+    return registry
+
+
+@dg.asset(
+    group_name="curation",
+    kinds={"python", "parquet"},
+    owners=["team:corpus"],
+    code_version=REGISTRY_CODE_VERSION,
+    description=(
+        "Frozen registry of protected evaluation items (benchmark, item id, field, text) built from "
+        "the benchmark files named in curation.yaml. Its digest is recorded by every curated version "
+        "and, later, by every release manifest. Owner-only on disk."
+    ),
+)
+def eval_registry(storage: StorageResource, curation: CurationResource) -> dg.MaterializeResult:
+    cfg = curation.load().decontam
+    registry = build_registry(cfg.registry_files, cfg.fields)
+    store = storage.store()
+    spec = {"code_version": REGISTRY_CODE_VERSION, "files": [str(p) for p in cfg.registry_files], "fields": list(cfg.fields)}
+    with store.new_version(REGISTRY_ASSET, UNPARTITIONED, REGISTRY_TABLES, spec) as w:
+        w.write("items", [it.as_dict() for it in registry.items])
+        version = w.commit(extra_manifest={"registry_digest": registry.digest, "benchmarks": registry.benchmarks()})
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(registry.digest),
+        metadata={
+            "registry_digest": registry.digest,
+            "items": dg.MetadataValue.int(len(registry)),
+            "benchmarks": dg.MetadataValue.md(counts_table(registry.benchmarks(), "benchmark")),
+            **version_metadata(version),
+        },
+    )

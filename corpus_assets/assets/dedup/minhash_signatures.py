@@ -1,0 +1,42 @@
+"""minhash_signatures: datasketch-compatible MinHash signatures of one snapshot's curated records."""
+
+import dagster as dg
+
+from corpus_assets.assets.curation.curated_records import curated_records
+from corpus_assets.domain.dedup.signatures_layer import CURATED_ASSET, build_signatures
+from corpus_assets.domain.dedup.minhash import MINHASH_CODE_VERSION, minhash_policy_version
+from corpus_assets.metadata import version_metadata
+from corpus_assets.partitions import snapshots_partitions
+from resources.releases import ReleasesResource
+from resources.storage import StorageResource
+
+
+@dg.asset(
+    partitions_def=snapshots_partitions,
+    deps=[curated_records],
+    group_name="dedup",
+    kinds={"python", "parquet"},
+    owners=["team:corpus"],
+    code_version=MINHASH_CODE_VERSION,
+    description=(
+        "MinHash signatures of every curated record of one snapshot (word 5-gram shingles of the dedup "
+        "normal form, xxh3 folded to 32 bits, 128 permutations by default: dedup.yaml). Computed once per "
+        "snapshot and reused by every release; identical to datasketch's MinHash for the same policy."
+    ),
+)
+def minhash_signatures(context: dg.AssetExecutionContext, storage: StorageResource, releases: ReleasesResource) -> dg.MaterializeResult:
+    store = storage.store()
+    policy = releases.dedup().minhash
+    curated = store.require_current(CURATED_ASSET, context.partition_key)
+    version = build_signatures(store, context.partition_key, policy, curated=curated, log=context.log.info)
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(version.content_digest),
+        metadata={
+            "records": dg.MetadataValue.int(version.row_count("signatures")),
+            "minhash_policy": minhash_policy_version(policy),
+            "num_perm": dg.MetadataValue.int(policy.num_perm),
+            "shingles": f"{policy.shingles.unit} {policy.shingles.size}-grams",
+            "hash_function": policy.hash_function,
+            **version_metadata(version),
+        },
+    )

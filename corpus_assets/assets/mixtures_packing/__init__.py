@@ -1,0 +1,1 @@
+"""mixtures_packing: mixture_plan and packed_shards (logic: corpus_assets/domain/pack)."""

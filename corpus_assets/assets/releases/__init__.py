@@ -1,0 +1,1 @@
+"""releases: release_manifest (logic: corpus_assets/domain/release)."""

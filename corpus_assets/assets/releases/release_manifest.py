@@ -1,0 +1,150 @@
+"""release_manifest: publish the release (Algorithm 18.3) and register it."""
+
+from importlib.metadata import PackageNotFoundError, version as dist_version
+
+import dagster as dg
+
+from corpus_assets.domain.release.publish import ReleaseConflictError, ReleaseVerificationError, verify_release
+from corpus_assets.domain.release.build import build_release
+from corpus_assets.domain.deletion.purge import scan_for_tombstoned
+from corpus_assets.domain.release.inputs import release_snapshots
+from corpus_assets.domain.release.registry import register_published, registry
+from corpus_assets.domain.deletion.tombstones import load_tombstones
+from corpus_assets.metadata import markdown_table
+from corpus_assets.assets.mixtures_packing.packed_shards import packed_shards_asset
+from corpus_assets.partitions import releases_partitions
+from resources.catalog import CatalogResource
+from resources.releases import ReleasesResource
+from resources.sources import SourcesResource
+from resources.storage import StorageResource
+
+RELEASE_MANIFEST_CODE_VERSION = "release-manifest-1"
+
+
+def package_version() -> str:
+    try:
+        return dist_version("corpus")
+    except PackageNotFoundError:  # running from a source tree that is not installed
+        return "0+unknown"
+
+
+@dg.asset(
+    name="release_manifest",
+    partitions_def=releases_partitions,
+    pool="catalog_writer",  # opens catalog.duckdb, which one process at a time may hold (docs/operations.md)
+    deps=[packed_shards_asset],
+    group_name="releases",
+    kinds={"python", "json"},
+    owners=["team:corpus"],
+    code_version=RELEASE_MANIFEST_CODE_VERSION,
+    description=(
+        "Publishes the release by Algorithm 18.3: build id = digest of the complete build spec (release "
+        "spec, code versions, input layer digests, tokenizer, eval registry, tombstone generation); the "
+        "shards, manifest.json and data card are staged, verified and exposed by an atomic CURRENT "
+        "pointer under `$CORPUS_HOME/releases/<release>/`. Same build id and content: reused; same build id "
+        "with different content: conflict, nothing published. Registered in the release registry."
+    ),
+    check_specs=[
+        dg.AssetCheckSpec("release_verifies", asset="release_manifest",
+                          description="every artifact re-hashes to its manifest digest (corpus verify)."),
+        dg.AssetCheckSpec("no_tombstoned_records", asset="release_manifest",
+                          description="no current artifact of this release (its layers, its snapshots' layers, its "
+                                      "shard spans) names a tombstoned record, URI, source or content digest."),
+        dg.AssetCheckSpec("tombstones_never_shrink", asset="release_manifest",
+                          description="the tombstone table holds at least as many tombstones as any earlier build of "
+                                      "this release applied: a rebuild never empties it."),
+    ],
+)
+def release_manifest_asset(
+    context: dg.AssetExecutionContext,
+    storage: StorageResource,
+    releases: ReleasesResource,
+    sources: SourcesResource,
+    catalog: CatalogResource,
+):
+    name = context.partition_key
+    spec = releases.spec(name)
+    store = storage.store()
+    cat = catalog.catalog()
+    tombs = load_tombstones(cat)
+    governance = {s.id: {"kind": s.kind, **s.governance.model_dump(mode="json")} for s in sources.load().sources}
+    try:
+        built = build_release(
+            store, name, release_spec=spec.model_dump(mode="json"), sources_governance=governance,
+            releases_root=store.home / "releases", package_version=package_version(),
+            tombstone_generation=tombs.generation, tombstone_requests=list(tombs.request_ids), tombstone_count=len(tombs),
+            log=context.log.info,
+        )
+    except ReleaseConflictError as exc:
+        raise dg.Failure(description=str(exc), metadata={"diagnostics": dg.MetadataValue.path(str(exc.diagnostics))}) from exc
+    r = built.result
+    row = register_published(cat, name, r.build_id, r.content_digest, str(r.path.relative_to(store.home)))
+    context.log.info(f"release {name}: build {r.build_id[:16]} {'reused' if r.reused else 'published'} at {r.path}")
+    try:
+        report = verify_release(r.path)
+        verify_error = None
+    except ReleaseVerificationError as exc:
+        report, verify_error = None, str(exc)
+    m = built.manifest
+    per_source = [(s["source_id"], s["source_records"], s["sampled_records"], s["materialized_tokens"], s["label_tokens"])
+                  for s in m["sampling"]["per_source"]]
+    yield dg.MaterializeResult(
+        data_version=dg.DataVersion(r.content_digest),
+        metadata={
+            "build_id": r.build_id,
+            "content_digest": r.content_digest,
+            "reused": dg.MetadataValue.bool(r.reused),
+            "status": row.get("status", "published"),
+            "path": dg.MetadataValue.path(str(r.path)),
+            "artifacts": dg.MetadataValue.int(len(r.artifacts)),
+            "signed": dg.MetadataValue.bool(r.signed),
+            "shards": dg.MetadataValue.int(len(m["shards"])),
+            "tokenizer_digest": m["tokenizer"]["digest"],
+            "tombstone_generation": dg.MetadataValue.int(m["tombstones"]["generation"]),
+            # the four denominators summed over sources, as numbers the UI plots per build
+            **{k: dg.MetadataValue.int(sum(s[k] for s in m["sampling"]["per_source"]))
+               for k in ("source_records", "sampled_records", "materialized_tokens", "label_tokens")},
+            "four_denominators": dg.MetadataValue.md(markdown_table(
+                ["source", "source records", "sampled records", "materialized tokens", "effective label tokens"], per_source)),
+            "data_card": dg.MetadataValue.path(str(r.path / "data_card.md")),
+            **({"object_store": dg.MetadataValue.url(store.remote.uri(f"releases/{name}/{r.build_id}")),
+                "object_store_upload": built.mirror} if store.remote is not None else {}),
+        },
+    )
+    yield dg.AssetCheckResult(
+        check_name="release_verifies", passed=verify_error is None,
+        metadata={"files": dg.MetadataValue.int(report.files), "bytes": dg.MetadataValue.int(report.bytes)}
+        if report else {"error": verify_error},
+    )
+    hits = []
+    if len(tombs):
+        # the release's layers (its shard spans included: the published shards are hard links of
+        # the current shard set) and its snapshots' layers
+        scope = {name, *release_snapshots(store.require_current("dedup_clusters", name))}
+        hits = [{k: f[k] for k in ("asset", "partition", "column", "value") if k in f}
+                for f in scan_for_tombstoned(store, tombs) if f.get("partition") in scope]
+    yield dg.AssetCheckResult(check_name="no_tombstoned_records", passed=not hits,
+                              metadata={"tombstones": dg.MetadataValue.int(len(tombs)), "hits": dg.MetadataValue.json(hits[:20])})
+    earlier = _earlier_tombstone_counts(store, cat, name, r.build_id)
+    yield dg.AssetCheckResult(
+        check_name="tombstones_never_shrink", passed=all(n <= len(tombs) for n in earlier.values()),
+        metadata={"tombstones_now": dg.MetadataValue.int(len(tombs)), "earlier_builds": dg.MetadataValue.json(earlier)},
+    )
+
+
+def _earlier_tombstone_counts(store, cat, release: str, build_id: str) -> dict:
+    """Tombstone counts of the release's earlier builds, from their manifests: the local copy, or
+    the object store's when this machine never held the build."""
+    import json
+
+    out = {}
+    for row in registry(cat, release):
+        if row["build_id"] == build_id:
+            continue
+        m = store.home / row["path"] / "manifest.json"
+        raw = m.read_bytes() if m.is_file() else None
+        if raw is None and store.remote is not None:
+            raw = store.remote.read_bytes(f"releases/{release}/{row['build_id']}/manifest.json")
+        if raw is not None:
+            out[row["build_id"][:16]] = json.loads(raw).get("tombstones", {}).get("count", 0)
+    return out

@@ -1,0 +1,1 @@
+"""Curation: quality filters, decontamination against the eval registry, PII redaction -> the curated_records layer."""

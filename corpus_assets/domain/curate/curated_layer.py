@@ -1,0 +1,368 @@
+"""Build the curated layer of one snapshot: quality filters, decontamination, PII redaction.
+
+Per canonical record, in this order (the first stage that rejects or quarantines decides):
+1. quality   — type- and domain-aware rule filters (reject with ``<filter>.<rule>``)
+2. decontam  — n-gram containment against the frozen evaluation registry (reject, or mask the
+               matched spans and keep the record modified, by policy)
+3. pii       — redact e-mail, IP, phone, card, IBAN values with typed placeholders (modify), or
+               quarantine the record when it holds a type the policy quarantines
+
+Tables of a curated version:
+- ``records``        curated records (RECORDS_SCHEMA; digests recomputed when modified)
+- ``decisions``      one row per canonical record: stage, outcome, action, reason, policy version,
+                     characters before/after — the retention report's source
+- ``pii_audit``      record id, field, type, character span, detector version — never the value
+- ``contamination``  record id, benchmark, item id, field, containment, action
+- ``quarantine``     full quarantined records (owner-only: they may hold PII)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import pyarrow as pa
+
+from corpus_assets.domain.curate.config import CurationConfig
+from corpus_assets.domain.curate.decontam.detector import ContaminationIndex, decontam_policy_version, mask_spans
+from corpus_assets.domain.curate.decontam.eval_registry import EvalRegistry
+from corpus_assets.domain.core.hashing import canonical_digest, dedup_key, sha256_text
+from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion, TableSpec
+from corpus_assets.domain.curate.pii import PII_DETECTOR_VERSION, find_pii, pii_policy_version, redact_fields
+from corpus_assets.domain.curate.quality.filters import judge_record, quality_policy_version
+from corpus_assets.domain.canonical.records import (
+    PAYLOAD_ADAPTER,
+    RECORDS_SCHEMA,
+    Record,
+    payload_text_view,
+    record_digest,
+    record_to_row,
+    row_to_record,
+)
+
+CURATED_ASSET = "curated_records"
+CURATED_CODE_VERSION = "curate-1"
+CANONICAL_ASSET = "canonical_records"
+
+# Payload keys that are structure, not text: never redacted or masked.
+_STRUCTURAL_KEYS = frozenset({"kind", "role", "id", "tool_call_id", "name", "content_type", "verdict", "url"})
+
+_PATH_PART_RE = re.compile(r"[^.\[\]]+|\[\d+\]")
+
+DECISIONS_SCHEMA = pa.schema(
+    [
+        ("record_id", pa.string()),
+        ("source_id", pa.string()),
+        ("snapshot", pa.string()),
+        ("schema_type", pa.string()),
+        ("domain", pa.string()),
+        ("lang", pa.string()),
+        ("stage", pa.string()),
+        ("outcome", pa.string()),
+        ("action", pa.string()),
+        ("reason", pa.string()),
+        ("detail", pa.string()),
+        ("policy_version", pa.string()),
+        ("chars_in", pa.int64()),
+        ("chars_out", pa.int64()),
+        ("pii_counts_json", pa.string()),
+    ]
+)
+PII_AUDIT_SCHEMA = pa.schema(
+    [
+        ("record_id", pa.string()),
+        ("field", pa.string()),
+        ("pii_type", pa.string()),
+        ("start", pa.int64()),
+        ("end", pa.int64()),
+        ("detector_version", pa.string()),
+    ]
+)
+CONTAMINATION_SCHEMA = pa.schema(
+    [
+        ("record_id", pa.string()),
+        ("source_id", pa.string()),
+        ("benchmark", pa.string()),
+        ("item_id", pa.string()),
+        ("field", pa.string()),
+        ("containment", pa.float64()),
+        ("matched_ngrams", pa.int64()),
+        ("item_ngrams", pa.int64()),
+        ("action", pa.string()),
+    ]
+)
+QUARANTINE_SCHEMA = pa.schema(
+    [("record_id", pa.string()), ("reason", pa.string()), ("detail", pa.string()), ("record_json", pa.large_string())]
+)
+CURATED_TABLES = {
+    "records": TableSpec(RECORDS_SCHEMA),
+    "decisions": TableSpec(DECISIONS_SCHEMA),
+    "pii_audit": TableSpec(PII_AUDIT_SCHEMA),
+    "contamination": TableSpec(CONTAMINATION_SCHEMA),
+    "quarantine": TableSpec(QUARANTINE_SCHEMA, private=True),
+}
+
+
+def curation_policy_version(config: CurationConfig, registry_digest: str) -> str:
+    spec = {
+        "code_version": CURATED_CODE_VERSION,
+        "quality": quality_policy_version(config.quality),
+        "decontam": decontam_policy_version(config.decontam, registry_digest),
+        "pii": pii_policy_version(config.pii),
+    }
+    return f"{CURATED_CODE_VERSION}+{canonical_digest(spec)[:16]}"
+
+
+def _text_fields(node, path: str, out: dict[str, str]) -> None:
+    """Collect every text leaf of a payload as {field path: text}, skipping structural keys."""
+    if isinstance(node, dict):
+        for k in sorted(node):
+            if k not in _STRUCTURAL_KEYS:
+                _text_fields(node[k], f"{path}.{k}" if path else k, out)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            _text_fields(v, f"{path}[{i}]", out)
+    elif isinstance(node, str) and node:
+        out[path] = node
+
+
+def _set_path(node, path: str, value: str):
+    """Write ``value`` at a path produced by ``_text_fields``."""
+    parts = _PATH_PART_RE.findall(path)
+    cur = node
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        key = int(part[1:-1]) if part.startswith("[") else part
+        if last:
+            cur[key] = value
+        else:
+            cur = cur[key]
+
+
+def _with_payload(record: Record, payload_dict: dict) -> Record:
+    """A copy of ``record`` with a new payload and recomputed digests (lang is kept)."""
+    payload = PAYLOAD_ADAPTER.validate_python(payload_dict)
+    new = record.model_copy(update={"payload": payload})
+    text = payload_text_view(payload)
+    new.text_sha256 = sha256_text(text)
+    new.dedup_key = dedup_key(text, record.domain)
+    new.record_sha256 = record_digest(new)
+    return new
+
+
+@dataclass
+class CurationSummary:
+    version: LayerVersion
+    policy_version: str
+    records_in: int
+    outcomes: dict[str, int] = field(default_factory=dict)
+    by_reason: dict[tuple[str, str, str], int] = field(default_factory=dict)  # (stage, outcome, reason) -> records
+    # (source, lang, stage, reason) -> [records in, records out, chars in, chars out]
+    retention: dict[tuple[str, str, str, str], list[int]] = field(default_factory=dict)
+    pii_counts: dict[str, int] = field(default_factory=dict)
+    contamination: dict[str, int] = field(default_factory=dict)  # benchmark -> flagged records
+    modified: int = 0
+
+
+def build_curated(
+    store: LayerStore,
+    snapshot: str,
+    config: CurationConfig,
+    registry: EvalRegistry,
+    *,
+    canonical_version: LayerVersion,
+    index: Optional[ContaminationIndex] = None,
+    batch_size: int = 256,
+    log: Optional[Callable[[str], None]] = None,
+) -> CurationSummary:
+    policy = curation_policy_version(config, registry.digest)
+    index = index if index is not None else (
+        ContaminationIndex.build(registry, config.decontam) if config.decontam.enabled else None
+    )
+    build_spec = {
+        "code_version": CURATED_CODE_VERSION,
+        "policy_version": policy,
+        "curation": config.model_dump(mode="json"),
+        "eval_registry_digest": registry.digest,
+        "canonical_version": canonical_version.content_digest,
+    }
+    summary = CurationSummary(version=None, policy_version=policy, records_in=0)  # type: ignore[arg-type]
+    started = last_log = time.monotonic()
+    with store.new_version(CURATED_ASSET, snapshot, CURATED_TABLES, build_spec) as w:
+        buf: dict[str, list] = {name: [] for name in CURATED_TABLES}
+
+        def flush() -> None:
+            for name, rows in buf.items():
+                if rows:
+                    w.write(name, rows)
+                    rows.clear()
+
+        for batch in canonical_version.iter_batches("records", batch_size=batch_size):
+            for row in batch.to_pylist():
+                _curate_one(row, config, index, policy, buf, summary)
+                summary.records_in += 1
+            flush()
+            now = time.monotonic()
+            if log and now - last_log >= 10:
+                rate = summary.records_in / (now - started)
+                log(f"curate {snapshot}: {summary.records_in} records ({rate:.1f}/s), outcomes {summary.outcomes}")
+                last_log = now
+        flush()
+        summary.version = w.commit(
+            extra_manifest={
+                "records_in": summary.records_in,
+                "outcomes": dict(sorted(summary.outcomes.items())),
+                "policy_version": policy,
+                "eval_registry_digest": registry.digest,
+            }
+        )
+    if log:
+        log(f"curate {snapshot}: {summary.records_in} records in {time.monotonic() - started:.1f}s: {summary.outcomes}")
+    return summary
+
+
+def _curate_one(row: dict, config: CurationConfig, index, policy: str, buf: dict, s: CurationSummary) -> None:
+    record = row_to_record(row)
+    chars_in = int(row["char_count"])
+    stage, outcome, action, reason, detail = "curate", "accepted", "accept", "ok", ""
+    pii_counts: dict[str, int] = {}
+    current = record
+
+    verdict = judge_record(record, config.quality)
+    if not verdict.passed:
+        stage, outcome, action, reason, detail = "quality", "rejected", "reject", verdict.reason, verdict.detail
+
+    if outcome == "accepted" and index is not None:
+        fields: dict[str, str] = {}
+        _text_fields(record.payload.model_dump(mode="json"), "", fields)
+        masked: dict[str, str] = {}
+        for path, text in fields.items():
+            hits = [m for m in index.match(text) if m.containment >= config.decontam.tau]
+            if not hits:
+                continue
+            act = "mask" if config.decontam.action == "mask" else "remove"
+            for m in hits:
+                buf["contamination"].append(
+                    {
+                        "record_id": record.record_id,
+                        "source_id": record.source_id,
+                        "benchmark": m.benchmark,
+                        "item_id": m.item_id,
+                        "field": m.field,
+                        "containment": float(m.containment),
+                        "matched_ngrams": int(m.matched_ngrams),
+                        "item_ngrams": int(m.item_ngrams),
+                        "action": act,
+                    }
+                )
+                s.contamination[m.benchmark] = s.contamination.get(m.benchmark, 0) + 1
+            if act == "mask":
+                masked[path] = mask_spans(text, [sp for m in hits for sp in m.spans])
+            else:
+                ids = sorted({f"{m.benchmark}/{m.item_id}" for m in hits})
+                stage, outcome, action, reason = "decontam", "rejected", "reject", "decontam.benchmark_match"
+                detail = "matched " + ", ".join(ids[:5]) + (f" (+{len(ids) - 5} more)" if len(ids) > 5 else "")
+                break
+        if outcome == "accepted" and masked:
+            payload = current.payload.model_dump(mode="json")
+            for path, text in masked.items():
+                _set_path(payload, path, text)
+            current = _with_payload(current, payload)
+            stage, action, reason = "decontam", "modify", "decontam.masked"
+
+    if outcome == "accepted" and config.pii.enabled:
+        fields = {}
+        _text_fields(current.payload.model_dump(mode="json"), "", fields)
+        new_fields, found = redact_fields(fields, config.pii)
+        for path, span in found:
+            pii_counts[span.type] = pii_counts.get(span.type, 0) + 1
+        quarantine_types = sorted(set(pii_counts) & set(config.pii.quarantine_types))
+        if quarantine_types:
+            stage, outcome, action, reason = "pii", "quarantined", "quarantine", "pii.quarantined_type"
+            detail = "contains " + ", ".join(quarantine_types)
+            buf["quarantine"].append(
+                {
+                    "record_id": record.record_id,
+                    "reason": reason,
+                    "detail": detail,
+                    "record_json": json.dumps(row, ensure_ascii=False, sort_keys=True, default=str),
+                }
+            )
+        elif found:
+            for path, span in found:
+                buf["pii_audit"].append(
+                    {
+                        "record_id": record.record_id,
+                        "field": path,
+                        "pii_type": span.type,
+                        "start": span.start,
+                        "end": span.end,
+                        "detector_version": PII_DETECTOR_VERSION,
+                    }
+                )
+            payload = current.payload.model_dump(mode="json")
+            for path, text in new_fields.items():
+                if text != fields[path]:
+                    _set_path(payload, path, text)
+            current = _with_payload(current, payload)
+            if action == "accept":
+                stage, action, reason = "pii", "modify", "pii.redacted"
+            else:
+                reason = reason + "+pii.redacted"
+        for t, c in pii_counts.items():
+            s.pii_counts[t] = s.pii_counts.get(t, 0) + c
+
+    chars_out = 0
+    if outcome == "accepted":
+        out_row = record_to_row(current)
+        chars_out = out_row["char_count"]
+        buf["records"].append(out_row)
+        if action == "modify":
+            s.modified += 1
+    buf["decisions"].append(
+        {
+            "record_id": record.record_id,
+            "source_id": record.source_id,
+            "snapshot": record.snapshot,
+            "schema_type": record.schema_type,
+            "domain": record.domain,
+            "lang": record.lang,
+            "stage": stage,
+            "outcome": outcome,
+            "action": action,
+            "reason": reason,
+            "detail": detail,
+            "policy_version": policy,
+            "chars_in": chars_in,
+            "chars_out": chars_out,
+            "pii_counts_json": json.dumps(pii_counts, sort_keys=True) if pii_counts else None,
+        }
+    )
+    s.outcomes[outcome] = s.outcomes.get(outcome, 0) + 1
+    s.by_reason[(stage, outcome, reason)] = s.by_reason.get((stage, outcome, reason), 0) + 1
+    key = (record.source_id, record.lang, stage, reason)
+    r = s.retention.setdefault(key, [0, 0, 0, 0])
+    r[0] += 1
+    r[1] += 1 if outcome == "accepted" else 0
+    r[2] += chars_in
+    r[3] += chars_out
+
+
+def check_no_pii_in_public(version: LayerVersion, config: CurationConfig) -> list[str]:
+    """Re-detect PII in every public text of the curated records: redacted types must be gone.
+
+    Returns problems as ``record_id: type`` (never the value)."""
+    problems: list[str] = []
+    if not config.pii.enabled:
+        return problems
+    for batch in version.iter_batches("records", columns=["record_id", "payload_json"]):
+        for rid, payload_json in zip(batch.column("record_id").to_pylist(), batch.column("payload_json").to_pylist()):
+            fields: dict[str, str] = {}
+            _text_fields(json.loads(payload_json), "", fields)
+            for text in fields.values():
+                for span in find_pii(text, config.pii):
+                    problems.append(f"{rid}: {span.type}")
+    return problems

@@ -1,0 +1,272 @@
+"""The ``dedup_clusters`` layer of a release: exact and near-duplicate clusters over its snapshots.
+
+A release:
+1. selects its snapshots (release spec); when one record id appears in several selected
+   snapshots of its source, the latest snapshot's copy is used (the others are superseded);
+2. exact dedup over dedup keys, collisions ruled out by comparing normalized bytes, every alias
+   kept (``aliases`` table), representative by the stable total order
+   (governance eligibility, quality, source priority, record id);
+3. near dedup among the exact representatives: LSH band by band, candidates verified by real
+   Jaccard over shingle sets, Algorithm 18.1 in the same total order;
+4. leakage groups = connected components of verified near edges, exact aliases joining their
+   representative's group.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Optional
+
+import numpy as np
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field
+
+from corpus_assets.domain.dedup.exact import ExactGroup, alias_rows, exact_groups, exact_summary
+from corpus_assets.domain.core.hashing import canonical_digest, dedup_normal_form
+from corpus_assets.domain.core.keys import parse_snapshot_key
+from corpus_assets.domain.core.progress import Progress
+from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion, TableSpec
+from corpus_assets.domain.dedup.lsh import LshPolicy
+from corpus_assets.domain.dedup.minhash import (
+    MinHashPolicy,
+    exact_jaccard,
+    hash_shingles,
+    minhash_policy_version,
+    shingle_set,
+)
+from corpus_assets.domain.dedup.near import near_dedup, stable_order
+
+SIGNATURES_ASSET = "minhash_signatures"
+DEDUP_ASSET = "dedup_clusters"
+CURATED_ASSET = "curated_records"
+DEDUP_CODE_VERSION = "dedup-1"
+
+
+class ReleaseDedupPolicy(BaseModel):
+    """The ``dedup`` section of a release spec."""
+
+    model_config = ConfigDict(extra="forbid")
+    exact: bool = True
+    lsh: LshPolicy = Field(default_factory=LshPolicy)  # lsh.threshold is also tau of Algorithm 18.1
+
+
+CLUSTERS_SCHEMA = pa.schema(
+    [
+        ("record_id", pa.string()),
+        ("source_id", pa.string()),
+        ("snapshot", pa.string()),
+        ("representative_id", pa.string()),
+        ("kind", pa.string()),  # representative | exact | near
+        ("jaccard", pa.float64()),
+        ("group_id", pa.string()),
+    ]
+)
+DEDUP_TABLES = {
+    "clusters": TableSpec(CLUSTERS_SCHEMA),
+    "aliases": TableSpec(
+        pa.schema(
+            [
+                ("dedup_key", pa.string()),
+                ("representative_id", pa.string()),
+                ("record_id", pa.string()),
+                ("source_id", pa.string()),
+                ("is_representative", pa.bool_()),
+            ]
+        )
+    ),
+    "edges": TableSpec(pa.schema([("record_id", pa.string()), ("neighbour_id", pa.string()), ("jaccard", pa.float64())])),
+    "superseded": TableSpec(pa.schema([("record_id", pa.string()), ("snapshot", pa.string()), ("superseded_by", pa.string())])),
+}
+
+
+@dataclass
+class DedupSummary:
+    version: LayerVersion
+    snapshots: list[str]
+    records: int
+    superseded: int
+    exact: dict
+    near_removed: int
+    candidates: int
+    lsh: dict
+    cluster_sizes: dict[int, int] = field(default_factory=dict)
+    largest: list[tuple[str, int]] = field(default_factory=list)
+
+
+def _load_release_records(store: LayerStore, snapshots: list[str]):
+    """Records of the release (latest snapshot wins per record id), with texts and signatures, and
+    the content digest of each snapshot's signatures version."""
+    rows: dict[str, dict] = {}
+    sig_digests: dict[str, str] = {}
+    superseded: list[dict] = []
+    dtype = None
+    # oldest first, so a later snapshot replaces an earlier copy of the same record id
+    for snap in sorted(snapshots, key=lambda k: (parse_snapshot_key(k)[1], k)):
+        sig_v = store.require_current(SIGNATURES_ASSET, snap)
+        sig_digests[snap] = sig_v.content_digest
+        cur_v = store.require_current(CURATED_ASSET, snap)
+        dtype = sig_v.manifest.get("signature_dtype") or dtype
+        texts = {}
+        for b in cur_v.iter_batches("records", columns=["record_id", "text", "governance_json"]):
+            for rid, text, gov in zip(b.column(0).to_pylist(), b.column(1).to_pylist(), b.column(2).to_pylist()):
+                texts[rid] = (text, gov)
+        for b in sig_v.iter_batches("signatures"):
+            for r in b.to_pylist():
+                r["text"], r["governance_json"] = texts[r["record_id"]]
+                old = rows.get(r["record_id"])
+                if old is not None:
+                    superseded.append({"record_id": r["record_id"], "snapshot": old["snapshot"], "superseded_by": snap})
+                rows[r["record_id"]] = r
+    ordered = [rows[k] for k in sorted(rows)]
+    return ordered, superseded, dtype, dict(sorted(sig_digests.items()))
+
+
+def _eligible(governance_json: str) -> bool:
+    gov = json.loads(governance_json)
+    return bool(gov.get("license")) and bool(gov.get("rights_evidence"))
+
+
+def build_dedup(
+    store: LayerStore,
+    release: str,
+    snapshots: list[str],
+    policy: ReleaseDedupPolicy,
+    minhash: MinHashPolicy,
+    source_priority: dict[str, int],
+    *,
+    log: Optional[Callable[[str], None]] = None,
+) -> DedupSummary:
+    started = time.monotonic()
+    rows, superseded, dtype, sig_digests = _load_release_records(store, snapshots)
+    n = len(rows)
+    ids = [r["record_id"] for r in rows]
+    sources = [r["source_id"] for r in rows]
+    # stable total order: eligible first, quality (not scored yet: 0), source priority, record id
+    order_keys = [
+        (0 if _eligible(r["governance_json"]) else 1, 0, source_priority.get(r["source_id"], 1_000_000), r["record_id"])
+        for r in rows
+    ]
+    normal = [dedup_normal_form(r["text"], r["domain"]) for r in rows]
+    if policy.exact:
+        groups = exact_groups([r["dedup_key"] for r in rows], lambda i: normal[i].encode("utf-8"), order_keys)
+    else:
+        groups = [ExactGroup(r["dedup_key"], i, (i,)) for i, r in enumerate(rows)]
+    reps = sorted(g.representative for g in groups)
+    exact_rep = np.arange(n)
+    for g in groups:
+        for m in g.members:
+            exact_rep[m] = g.representative
+    if log:
+        log(f"dedup {release}: {n} records from {len(snapshots)} snapshots; {len(reps)} after exact dedup")
+
+    # near dedup among exact representatives
+    sig_dtype = np.dtype(dtype or "uint64")
+    sigs = (
+        np.stack([np.frombuffer(rows[i]["signature"], dtype=sig_dtype) for i in reps])
+        if reps
+        else np.zeros((0, minhash.num_perm), dtype=sig_dtype)
+    )
+    shingle_cache: dict[int, np.ndarray] = {}
+
+    def shingle_hashes(k: int) -> np.ndarray:
+        if k not in shingle_cache:
+            shingle_cache[k] = np.unique(hash_shingles(shingle_set(normal[reps[k]], minhash.shingles), minhash.hash_function))
+        return shingle_cache[k]
+
+    progress = Progress(log, f"dedup {release}: LSH candidate pairs verified", unit="pairs") if log else None
+    verified = 0
+
+    def jaccard(a: int, b: int) -> float:
+        nonlocal verified
+        verified += 1
+        if progress is not None:
+            progress.update(verified)  # logs at most every 10 s, with the rate
+        return exact_jaccard(shingle_hashes(a), shingle_hashes(b))
+
+    lsh = policy.lsh if policy.lsh.num_perm == minhash.num_perm else policy.lsh.model_copy(update={"num_perm": minhash.num_perm})
+    order = stable_order([order_keys[i] for i in reps])
+    result = near_dedup(sigs, order, lsh, jaccard=jaccard)
+
+    # final representative and leakage group per record
+    final_rep = np.arange(n)
+    final_j = np.ones(n)
+    kind = ["representative"] * n
+    group = np.arange(n)
+    for k, i in enumerate(reps):
+        r = reps[int(result.representative[k])]
+        final_rep[i] = r
+        final_j[i] = float(result.rep_jaccard[k])
+        if r != i:
+            kind[i] = "near"
+        group[i] = reps[int(result.component[k])]
+    for i in range(n):
+        e = exact_rep[i]
+        if e != i:
+            final_rep[i] = final_rep[e]
+            final_j[i] = 1.0 if final_rep[e] == e else final_j[e]
+            kind[i] = "exact"
+            group[i] = group[e]
+
+    sizes: dict[str, int] = {}
+    for i in range(n):
+        sizes[ids[final_rep[i]]] = sizes.get(ids[final_rep[i]], 0) + 1
+    size_hist: dict[int, int] = {}
+    for s in sizes.values():
+        size_hist[s] = size_hist.get(s, 0) + 1
+    largest = sorted(((rid, s) for rid, s in sizes.items() if s > 1), key=lambda t: (-t[1], t[0]))[:10]
+
+    build_spec = {
+        "code_version": DEDUP_CODE_VERSION,
+        "snapshots": sorted(snapshots),
+        "signatures": sig_digests,
+        "policy": policy.model_dump(mode="json"),
+        "lsh": result.policy,
+        "minhash_policy": minhash_policy_version(minhash),
+    }
+    with store.new_version(DEDUP_ASSET, release, DEDUP_TABLES, build_spec) as w:
+        w.write(
+            "clusters",
+            pa.table(
+                {
+                    "record_id": ids,
+                    "source_id": sources,
+                    "snapshot": [r["snapshot"] for r in rows],
+                    "representative_id": [ids[j] for j in final_rep],
+                    "kind": kind,
+                    "jaccard": final_j.tolist(),
+                    "group_id": [ids[j] for j in group],
+                },
+                schema=CLUSTERS_SCHEMA,
+            ),
+        )
+        w.write("aliases", list(alias_rows(groups, ids, sources)))
+        w.write(
+            "edges",
+            [
+                {"record_id": ids[reps[int(x)]], "neighbour_id": ids[reps[int(y)]], "jaccard": float(j)}
+                for (x, y), j in zip(result.edges.tolist(), result.edge_jaccard.tolist())
+            ],
+        )
+        w.write("superseded", superseded)
+        ex = exact_summary(groups)
+        version = w.commit(
+            extra_manifest={
+                "records": n,
+                "exact": ex,
+                "near_removed": result.removed,
+                "candidates": result.candidates,
+                "kept": int(sum(1 for k in kind if k == "representative")),
+                "policy_digest": canonical_digest(build_spec)[:16],
+            }
+        )
+    if log:
+        log(f"dedup {release}: done in {time.monotonic() - started:.1f}s; exact removed {ex['duplicates_removed']}, "
+            f"near removed {result.removed}, {result.candidates} candidate pairs")
+    stats = result.stats
+    return DedupSummary(
+        version, sorted(snapshots), n, len(superseded), ex, result.removed, result.candidates,
+        {**result.policy, "stats": asdict(stats)},
+        dict(sorted(size_hist.items())), largest,
+    )

@@ -1,0 +1,472 @@
+"""Release-level LSH banding over MinHash signatures, built by sorting — never all pairs.
+
+A signature matrix ``(n, num_perm)`` of uint64 is cut into ``b`` bands of ``r`` rows
+(``b * r <= num_perm``, the trailing ``num_perm - b*r`` rows are unused). Two records become a
+candidate pair when all ``r`` values of at least one band agree. For similarity ``s`` that
+happens with probability ``1 - (1 - s**r)**b`` (seed §18.4: b=20, r=5 gives 0.99964 at s=0.8
+and 0.00638 at s=0.2) — a curve, not a hard threshold: candidates are verified by real Jaccard
+downstream (``near_dedup``), and misses are never recovered, so recall is evaluated apart.
+
+Design (memory bounded, spill friendly)
+---------------------------------------
+* **Band by band.** Each band is an independent problem: hash its ``r`` columns into one
+  uint64 key per record (:func:`band_key`), ``argsort`` that one column (stable), scan the runs
+  of equal keys and emit the pairs of each run. Peak memory is the signatures plus one band's
+  arrays (key, sort permutation, run boundaries: ~4 x 8 bytes per record) plus the pairs; the
+  ``(n, b)`` key matrix is never needed (:func:`band_keys` exists for the API and tests). Since
+  each band is a sort of ``(key, record)`` rows, a band can equally be written to its own file
+  and sorted out of core (external merge sort / DuckDB ``ORDER BY``) and its runs scanned in
+  one pass; the pair sets of the bands (or of band ranges done by different workers) are
+  merged by a sorted union (:func:`merge_candidates`), whose result does not depend on how the
+  bands were split.
+* **No dicts of lists.** Buckets are runs of a sorted array; pairs inside a run are generated
+  with vectorised ragged ranges. Pairs are encoded as ``i * n + j`` (``i < j``) int64 codes so
+  deduplication across bands is one sorted ``np.unique`` / union per band.
+* **Keys.** A band key is a chained splitmix64 mix of the band index and its ``r`` values
+  (numpy, wrapping uint64 arithmetic). Key ``0`` is reserved for *no bucket*: records whose
+  whole signature is the empty-set signature (every value equal to ``2**32 - 1``, datasketch's
+  empty MinHash, or ``2**64 - 1``) get key 0 in every band and never become candidates — empty
+  and very short texts are handled by their own rule (seed §18.4: no 0/0). A real key that
+  hashes to 0 is mapped to 1. A 64-bit key collision between different band contents can only
+  add a candidate, which verification then rejects; it can never lose one.
+* **Bucket cap** (``LshPolicy.bucket_cap``, part of the policy version). A bucket with ``u``
+  members produces ``u(u-1)/2`` pairs; template "hot" buckets would explode. With a cap ``c``,
+  a bucket with ``u > c`` members keeps only the pairs among its first ``c`` members in *index
+  order* (the order of the rows handed in, or of ``order`` when given — the release passes the
+  stable total order, so the kept members are the highest-priority ones and the result does not
+  depend on partition order). The other ``u - c`` members get no pair from that bucket (they
+  may still pair through other bands). Every capped bucket is counted in
+  :class:`CandidateStats` together with the pairs it would have produced, so the recall cost of
+  the cap is reported, never hidden.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from functools import lru_cache
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from corpus_assets.domain.core.hashing import canonical_digest
+
+__all__ = [
+    "LSH_CODE_VERSION",
+    "NO_BUCKET",
+    "LshPolicy",
+    "optimal_params",
+    "candidate_probability",
+    "empty_signature_rows",
+    "band_key",
+    "band_keys",
+    "CandidateStats",
+    "candidate_pairs",
+    "lsh_candidates",
+    "merge_candidates",
+]
+
+LSH_CODE_VERSION = "lsh-1"
+NO_BUCKET = np.uint64(0)
+_EMPTY_VALUES = (np.uint64((1 << 32) - 1), np.uint64((1 << 64) - 1))
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_GOLDEN = 0x9E3779B97F4A7C15
+_MASK64 = (1 << 64) - 1
+
+
+# --------------------------------------------------------------------------------------------
+# policy and parameters
+
+
+@lru_cache(maxsize=256)
+def optimal_params(
+    threshold: float, num_perm: int, false_positive_weight: float = 0.5, false_negative_weight: float = 0.5
+) -> tuple[int, int]:
+    """``(b, r)`` minimising ``fp_weight * FP + fn_weight * FN`` over ``b*r <= num_perm``, where
+    FP = ∫_0^t P(s) ds and FN = ∫_t^1 (1 - P(s)) ds, P(s) = 1 - (1 - s^r)^b.
+
+    Same search and same integrator (QUADPACK via ``scipy.integrate.quad``, installed with
+    datasketch) as ``datasketch.lsh._optimal_param``, so the result is identical — including
+    which of two nearly equal optima wins (the first strictly smaller error, b then r ascending).
+    """
+    if not 0.0 <= threshold <= 1.0:
+        raise ValueError("threshold must be in [0, 1]")
+    if num_perm < 1:
+        raise ValueError("num_perm must be >= 1")
+    from scipy.integrate import quad
+
+    min_error = float("inf")
+    opt = (0, 0)
+    for b in range(1, num_perm + 1):
+        for r in range(1, int(num_perm / b) + 1):
+            fp, _ = quad(lambda s: 1 - (1 - s ** float(r)) ** float(b), 0.0, threshold)
+            fn, _ = quad(lambda s: 1 - (1 - (1 - s ** float(r)) ** float(b)), threshold, 1.0)
+            error = fp * false_positive_weight + fn * false_negative_weight
+            if error < min_error:
+                min_error = error
+                opt = (b, r)
+    return opt
+
+
+def candidate_probability(s: float, b: int, r: int) -> float:
+    """Probability that two records of Jaccard ``s`` share at least one of ``b`` bands of ``r``
+    rows (independent rows): ``1 - (1 - s**r)**b``."""
+    if not 0.0 <= s <= 1.0:
+        raise ValueError("s must be in [0, 1]")
+    return 1.0 - (1.0 - s**r) ** b
+
+
+class LshPolicy(BaseModel):
+    """Recorded LSH policy. ``bands``/``rows`` are both given or both left to
+    :func:`optimal_params`; ``bucket_cap`` (None = no cap) changes recall and is part of
+    :meth:`version`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    threshold: float = Field(0.8, gt=0.0, le=1.0)
+    num_perm: int = Field(128, ge=1)
+    bands: Optional[int] = Field(None, ge=1)
+    rows: Optional[int] = Field(None, ge=1)
+    bucket_cap: Optional[int] = Field(None, ge=2)
+
+    @model_validator(mode="after")
+    def _check(self) -> "LshPolicy":
+        if (self.bands is None) != (self.rows is None):
+            raise ValueError("give both bands and rows, or neither (then they come from optimal_params)")
+        if self.bands is not None and self.bands * self.rows > self.num_perm:
+            raise ValueError(f"bands * rows = {self.bands * self.rows} exceeds num_perm = {self.num_perm}")
+        return self
+
+    def params(self) -> tuple[int, int]:
+        """``(b, r)`` actually used."""
+        if self.bands is not None:
+            return self.bands, self.rows  # type: ignore[return-value]
+        return optimal_params(self.threshold, self.num_perm)
+
+    def record(self) -> dict:
+        """What a release records: the resolved parameters, how they were chosen, the cap."""
+        b, r = self.params()
+        return {
+            "code_version": LSH_CODE_VERSION,
+            "threshold": self.threshold,
+            "num_perm": self.num_perm,
+            "bands": b,
+            "rows": r,
+            "params_from": "explicit" if self.bands is not None else "datasketch_optimal(0.5,0.5)",
+            "bucket_cap": self.bucket_cap,
+            "p_candidate_at_threshold": candidate_probability(self.threshold, b, r),
+        }
+
+    def version(self) -> str:
+        """Short digest of :meth:`record`: two policies with the same version give the same
+        candidates."""
+        return canonical_digest(self.record())[:16]
+
+
+# --------------------------------------------------------------------------------------------
+# band keys
+
+
+def _mix(h: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser, in place on a uint64 array (wrapping arithmetic)."""
+    h ^= h >> np.uint64(30)
+    h *= _M1
+    h ^= h >> np.uint64(27)
+    h *= _M2
+    h ^= h >> np.uint64(31)
+    return h
+
+
+def empty_signature_rows(signatures: np.ndarray, chunk: int = 65536) -> np.ndarray:
+    """Boolean mask of rows that are the empty-set signature (all values ``2**32-1`` or all
+    ``2**64-1``). Computed in chunks so no ``(n, num_perm)`` temporary is made."""
+    sig = _as_u64(signatures)
+    n = sig.shape[0]
+    out = np.zeros(n, dtype=bool)
+    for start in range(0, n, chunk):
+        blk = sig[start : start + chunk]
+        first = blk[:, 0]
+        cand = (first == _EMPTY_VALUES[0]) | (first == _EMPTY_VALUES[1])
+        if cand.any():
+            idx = np.flatnonzero(cand)
+            out[start + idx] = (blk[idx] == first[idx, None]).all(axis=1)
+    return out
+
+
+def _as_u64(signatures: np.ndarray) -> np.ndarray:
+    """The signature matrix as given when its dtype is unsigned (uint32 signatures of
+    datasketch's ``affine32`` scheme are *not* copied to uint64; values are widened one column at
+    a time in :func:`band_key`, so a uint32 and a uint64 matrix of equal values give equal keys).
+    Signed integers are accepted when non-negative (converted)."""
+    sig = np.asarray(signatures)
+    if sig.ndim != 2:
+        raise ValueError("signatures must be a 2-D array (n, num_perm)")
+    if sig.dtype in (np.uint64, np.uint32):
+        return sig
+    if not np.issubdtype(sig.dtype, np.integer):
+        raise ValueError("signatures must be integers")
+    if sig.size and sig.min() < 0:
+        raise ValueError("signatures must be non-negative")
+    return sig.astype(np.uint64)
+
+
+def band_key(signatures: np.ndarray, band: int, rows: int, empty: Optional[np.ndarray] = None) -> np.ndarray:
+    """One uint64 key per record for band ``band`` (columns ``band*rows .. band*rows+rows-1``).
+    Deterministic (no process salt); ``NO_BUCKET`` (0) for empty signatures."""
+    sig = _as_u64(signatures)
+    lo = band * rows
+    if band < 0 or rows < 1 or lo + rows > sig.shape[1]:
+        raise ValueError(f"band {band} of {rows} rows does not fit a signature of {sig.shape[1]} values")
+    seed = ((band + 1) * _GOLDEN) & _MASK64
+    h = np.full(sig.shape[0], seed, dtype=np.uint64)
+    _mix(h)
+    for c in range(lo, lo + rows):
+        h ^= sig[:, c].astype(np.uint64, copy=False)
+        _mix(h)
+    h[h == NO_BUCKET] = np.uint64(1)
+    if empty is None:
+        empty = empty_signature_rows(sig)
+    h[empty] = NO_BUCKET
+    return h
+
+
+def band_keys(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
+    """``(n, bands)`` uint64 key matrix (for tests and small inputs; the release path uses
+    :func:`lsh_candidates`, which never materialises it)."""
+    sig = _as_u64(signatures)
+    if bands * rows > sig.shape[1]:
+        raise ValueError(f"bands * rows = {bands * rows} exceeds the signature length {sig.shape[1]}")
+    empty = empty_signature_rows(sig)
+    out = np.empty((sig.shape[0], bands), dtype=np.uint64)
+    for b in range(bands):
+        out[:, b] = band_key(sig, b, rows, empty)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# candidate pairs
+
+
+@dataclass
+class CandidateStats:
+    """Counts over all (band, key) buckets (singletons included in ``buckets``; records with an
+    empty signature are in none). ``pairs_before_cap`` / ``pair_emissions`` count pairs per
+    bucket (a pair that shares k bands counts k times) before / after the cap; ``pairs`` is the
+    number of distinct candidate pairs returned."""
+
+    buckets: int = 0
+    multi_buckets: int = 0
+    capped_buckets: int = 0
+    pairs_before_cap: int = 0
+    pairs: int = 0
+    pair_emissions: int = 0
+    members_beyond_cap: int = 0
+    largest_bucket: int = 0
+    bands_done: int = 0
+
+    def add(self, other: "CandidateStats") -> None:
+        """Accumulate another band's (or worker's) counts; ``pairs`` is set by the caller after
+        the union, ``largest_bucket`` is a max."""
+        for f in fields(self):
+            if f.name == "pairs":
+                continue
+            if f.name == "largest_bucket":
+                self.largest_bucket = max(self.largest_bucket, other.largest_bucket)
+            else:
+                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    def as_dict(self) -> dict:
+        return {f.name: int(getattr(self, f.name)) for f in fields(self)}
+
+
+def _ragged_arange(counts: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(c)`` for each c in counts (vectorised)."""
+    counts = counts.astype(np.int64, copy=False)
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.cumsum(counts) - counts
+    return np.arange(total, dtype=np.int64) - np.repeat(offsets, counts)
+
+
+def _band_pair_codes(
+    key_in_order: np.ndarray, bucket_cap: Optional[int], order: Optional[np.ndarray], n: int
+) -> tuple[np.ndarray, CandidateStats]:
+    """Sorted unique pair codes ``i*n + j`` (record indices, i < j) of one band. ``key_in_order``
+    is the band's key column in processing order (``order[p]`` is the record at position p, or
+    the identity); members of a bucket are taken in that order (stable sort)."""
+    stats = CandidateStats(bands_done=1)
+    m = key_in_order.shape[0]
+    if m == 0:
+        return np.zeros(0, dtype=np.int64), stats
+    perm = np.argsort(key_in_order, kind="stable")
+    sk = key_in_order[perm]
+    new = np.empty(m, dtype=bool)
+    new[0] = True
+    np.not_equal(sk[1:], sk[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
+    del new
+    lengths = np.diff(np.append(starts, m))
+    valid = sk[starts] != NO_BUCKET
+    del sk
+    stats.buckets = int(valid.sum())
+    multi = valid & (lengths >= 2)
+    st = starts[multi]
+    sizes = lengths[multi].astype(np.int64)
+    stats.multi_buckets = int(sizes.size)
+    stats.largest_bucket = int(sizes.max()) if sizes.size else 0
+    stats.pairs_before_cap = int((sizes * (sizes - 1) // 2).sum())
+    if bucket_cap is not None:
+        capped = sizes > bucket_cap
+        stats.capped_buckets = int(capped.sum())
+        stats.members_beyond_cap = int((sizes[capped] - bucket_cap).sum())
+        eff = np.minimum(sizes, bucket_cap)
+    else:
+        eff = sizes
+    stats.pair_emissions = int((eff * (eff - 1) // 2).sum())
+    if stats.pair_emissions == 0:
+        return np.zeros(0, dtype=np.int64), stats
+    # first members: positions st + k for k in 0..L-2, each paired with the L-1-k members after it
+    a = np.repeat(st, eff - 1) + _ragged_arange(eff - 1)
+    cnt = np.repeat(eff, eff - 1) - 1 - _ragged_arange(eff - 1)
+    second = np.repeat(a, cnt) + 1 + _ragged_arange(cnt)
+    first = np.repeat(a, cnt)
+    del a, cnt
+    p = perm[first]
+    q = perm[second]
+    del first, second, perm
+    if order is not None:
+        p = order[p]
+        q = order[q]
+    lo = np.minimum(p, q).astype(np.int64)
+    hi = np.maximum(p, q).astype(np.int64)
+    del p, q
+    codes = lo * np.int64(n) + hi
+    return np.unique(codes), stats
+
+
+def _union_sorted(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.size == 0:
+        return b
+    if b.size == 0:
+        return a
+    return np.union1d(a, b)
+
+
+def _decode(codes: np.ndarray, n: int) -> np.ndarray:
+    out = np.empty((codes.size, 2), dtype=np.int64)
+    if codes.size:
+        np.floor_divide(codes, n, out=out[:, 0])
+        np.remainder(codes, n, out=out[:, 1])
+    return out
+
+
+def _check_order(order: Optional[np.ndarray], n: int) -> Optional[np.ndarray]:
+    if order is None:
+        return None
+    order = np.asarray(order, dtype=np.int64)
+    if order.shape != (n,) or not np.array_equal(np.sort(order), np.arange(n)):
+        raise ValueError("order must be a permutation of range(n)")
+    return order
+
+
+def candidate_pairs(
+    keys: np.ndarray, bucket_cap: Optional[int], order: Optional[np.ndarray] = None
+) -> tuple[np.ndarray, CandidateStats]:
+    """Distinct candidate pairs from an ``(n, bands)`` key matrix: int64 ``(k, 2)``, ``i < j``,
+    sorted by (i, j). Built by a stable sort of each band column and a scan of runs of equal
+    keys. Capped buckets keep the pairs among their first ``bucket_cap`` members in index order
+    (or in ``order``, a permutation of record indices, when given)."""
+    keys = np.asarray(keys)
+    if keys.ndim != 2:
+        raise ValueError("keys must be (n, bands)")
+    n = keys.shape[0]
+    order = _check_order(order, n)
+    total = CandidateStats()
+    acc = np.zeros(0, dtype=np.int64)
+    for b in range(keys.shape[1]):
+        col = keys[:, b] if order is None else keys[order, b]
+        codes, st = _band_pair_codes(np.ascontiguousarray(col, dtype=np.uint64), bucket_cap, order, n)
+        total.add(st)
+        acc = _union_sorted(acc, codes)
+    total.pairs = int(acc.size)
+    return _decode(acc, n), total
+
+
+def lsh_candidates(
+    signatures: np.ndarray,
+    bands: int,
+    rows: int,
+    bucket_cap: Optional[int] = None,
+    order: Optional[np.ndarray] = None,
+    band_range: Optional[tuple[int, int]] = None,
+) -> tuple[np.ndarray, CandidateStats]:
+    """The release path: band keys computed and sorted one band at a time (never the key
+    matrix). ``band_range=(lo, hi)`` does bands ``lo..hi-1`` only — what one worker would do;
+    :func:`merge_candidates` of the workers' results equals the single run."""
+    sig = _as_u64(signatures)
+    n = sig.shape[0]
+    if bands * rows > sig.shape[1]:
+        raise ValueError(f"bands * rows = {bands * rows} exceeds the signature length {sig.shape[1]}")
+    order = _check_order(order, n)
+    lo, hi = band_range if band_range is not None else (0, bands)
+    if not 0 <= lo <= hi <= bands:
+        raise ValueError(f"band_range {band_range} outside 0..{bands}")
+    empty = empty_signature_rows(sig)
+    total = CandidateStats()
+    acc = np.zeros(0, dtype=np.int64)
+    for b in range(lo, hi):
+        key = band_key(sig, b, rows, empty)
+        if order is not None:
+            key = key[order]
+        codes, st = _band_pair_codes(key, bucket_cap, order, n)
+        del key
+        total.add(st)
+        acc = _union_sorted(acc, codes)
+        del codes
+    total.pairs = int(acc.size)
+    return _decode(acc, n), total
+
+
+def merge_candidates(parts: Iterable[tuple[np.ndarray, CandidateStats]]) -> tuple[np.ndarray, CandidateStats]:
+    """Union of candidate pair arrays from disjoint band ranges (workers); counts add up."""
+    total = CandidateStats()
+    arrays = []
+    for pairs, st in parts:
+        total.add(st)
+        arrays.append(np.asarray(pairs, dtype=np.int64).reshape(-1, 2))
+    if not arrays or sum(a.shape[0] for a in arrays) == 0:
+        return np.zeros((0, 2), dtype=np.int64), total
+    n = int(max(a.max() for a in arrays if a.size)) + 1
+    acc = np.zeros(0, dtype=np.int64)
+    for a in arrays:
+        acc = _union_sorted(acc, np.unique(a[:, 0] * np.int64(n) + a[:, 1]))
+    total.pairs = int(acc.size)
+    return _decode(acc, n), total
+
+
+def naive_candidate_pairs(keys: np.ndarray, bucket_cap: Optional[int] = None) -> set[tuple[int, int]]:
+    """Reference implementation with a dict of buckets (tests only; not for release scale)."""
+    out: set[tuple[int, int]] = set()
+    keys = np.asarray(keys)
+    for b in range(keys.shape[1]):
+        buckets: dict[int, list[int]] = {}
+        for i, k in enumerate(keys[:, b].tolist()):
+            if k != 0:
+                buckets.setdefault(k, []).append(i)
+        for members in buckets.values():
+            if bucket_cap is not None:
+                members = members[:bucket_cap]
+            for x in range(len(members)):
+                for y in range(x + 1, len(members)):
+                    out.add((members[x], members[y]))
+    return out
+
+
+def expected_candidate_rate(similarities: Sequence[float], b: int, r: int) -> float:
+    """Mean candidate probability over a list of similarities (report helper)."""
+    if not similarities:
+        return math.nan
+    return float(np.mean([candidate_probability(s, b, r) for s in similarities]))

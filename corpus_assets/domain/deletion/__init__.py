@@ -1,0 +1,1 @@
+"""Deletion requests, their tombstones (lineage resolution) and the purge of every stored copy."""

@@ -1,0 +1,136 @@
+"""The ``mixture_plan`` layer of a release: the ordered sampling plan of its training split.
+
+Units come from ``token_views``: one unit per kept training record, keyed by its source (or, with
+``key: tag``, by its domain tag: prose / code), with the record's *packable* token count — the
+tokens of its single view, or of the ``chosen`` view for a preference record (packed shards are
+causal-LM blocks; both preference views stay in ``token_views`` for preference trainers).
+Validation and test are not mixed: they keep their natural distribution and are packed from
+``token_views`` directly.
+
+Without a ``mixture`` section the plan is the natural distribution read once: unit documents,
+``alpha: 1``, budget = the number of training records, without replacement.
+
+Tables: ``plan`` (the draws, :data:`mixture.MIXTURE_PLAN_SCHEMA`) and ``sources`` (one row per
+source or tag with the report's target share, realized document / token shares, effective epochs
+and importance weight, so SQL reports can read them; ``dbt_like_sql/mixture_vs_target.sql``).
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion, TableSpec
+from corpus_assets.domain.pack.mixture import MIXTURE_PLAN_SCHEMA, MixtureSpec, SourceUnits, build_plan, mixture_spec_version
+
+MIXTURE_ASSET = "mixture_plan"
+MIXTURE_LAYER_VERSION = "mixture-layer-2"  # 2: the per-source ``sources`` table
+# One row per source (or tag) of the plan: the report fields that SQL reports read (the ``plan``
+# table holds the draws themselves). importance_weight / target_weight are null without
+# ``target_weights``; shares are in [0, 1], effective epochs in the declared unit.
+SOURCES_SCHEMA = pa.schema(
+    [
+        ("source", pa.string()),
+        ("key", pa.string()),  # source | tag
+        ("unit", pa.string()),  # documents | tokens
+        ("target_share", pa.float64()),
+        ("quota", pa.int64()),
+        ("draws", pa.int64()),
+        ("tokens", pa.int64()),
+        ("document_share", pa.float64()),
+        ("token_share", pa.float64()),
+        ("available_records", pa.int64()),
+        ("available_tokens", pa.int64()),
+        ("unique_records", pa.int64()),
+        ("effective_epochs", pa.float64()),
+        ("epoch_limit", pa.float64()),
+        ("max_repeat", pa.int64()),
+        ("target_weight", pa.float64()),
+        ("importance_weight", pa.float64()),
+    ]
+)
+MIXTURE_TABLES = {"plan": TableSpec(MIXTURE_PLAN_SCHEMA), "sources": TableSpec(SOURCES_SCHEMA)}
+
+
+def sources_table(report: dict) -> pa.Table:
+    """The ``sources`` table of a plan report (sorted by source name)."""
+    rows = []
+    for name, r in sorted(report.get("sources", {}).items()):
+        rows.append({
+            "source": name, "key": report.get("key"), "unit": report.get("unit"),
+            **{f: r.get(f) for f in SOURCES_SCHEMA.names if f not in ("source", "key", "unit", "epoch_limit")},
+            "epoch_limit": report.get("epoch_limit"),
+        })
+    return pa.Table.from_pylist(rows, schema=SOURCES_SCHEMA)
+
+
+def packable_views(views: pa.Table | pa.RecordBatch) -> pa.Table | pa.RecordBatch:
+    """One row per record: the view packing uses (the only view, or ``chosen`` of a preference
+    pair). Works on a whole table or on one batch of it."""
+    variant = views.column("variant")
+    keep = pc.or_(pc.is_null(variant), pc.equal(variant, "chosen"))
+    return views.filter(pc.fill_null(keep, True))
+
+
+def default_spec(n_train_records: int) -> MixtureSpec:
+    return MixtureSpec(unit="documents", alpha=1.0, budget=max(n_train_records, 1), replacement=False)
+
+
+def training_units(
+    token_views: LayerVersion, train_split: str, key: str, declared: Sequence[str] = ()
+) -> dict[str, SourceUnits]:
+    """{source or tag: SourceUnits} of the training split's packable views. Every name in
+    ``declared`` (the sources the release spec names) and every source/tag with views in any
+    split is present, empty when it has no training record — so a weight on it is reported as a
+    zero-size source, not as an unknown one."""
+    col = "source_id" if key == "source" else "domain"
+    t = token_views.read_table("views", columns=["record_id", "variant", "split", col, "n_tokens"])
+    groups: dict[str, dict[str, int]] = {k: {} for k in t.column(col).to_pylist()}
+    if key == "source":
+        groups.update({k: {} for k in declared if k not in groups})
+    t = packable_views(t.filter(pc.equal(t.column("split"), train_split)))
+    for rid, k, n in zip(t.column("record_id").to_pylist(), t.column(col).to_pylist(), t.column("n_tokens").to_pylist()):
+        groups.setdefault(k, {})[rid] = n
+    return {k: SourceUnits.from_counts(v) for k, v in sorted(groups.items())}
+
+
+def build_mixture_plan(
+    store: LayerStore,
+    release: str,
+    spec: Optional[MixtureSpec],
+    *,
+    token_views: LayerVersion,
+    train_split: str = "train",
+    declared_sources: Sequence[str] = (),
+) -> tuple[LayerVersion, dict]:
+    units = training_units(token_views, train_split, spec.key if spec is not None else "source", declared_sources)
+    if not any(u.n_records for u in units.values()):
+        # An evaluation-only release (or a tiny one): nothing to sample. Validation and test are
+        # still packed; the empty plan is reported, not hidden.
+        if spec is None:
+            spec = default_spec(0)
+        table = MIXTURE_PLAN_SCHEMA.empty_table()
+        report = {"spec_version": mixture_spec_version(spec), "unit": spec.unit, "key": spec.key, "budget": spec.budget,
+                  "draws": 0, "tokens": 0, "phases": [], "sources": {},
+                  "warnings": [f"the {train_split!r} split has no records: the plan is empty"]}
+    else:
+        if spec is None:
+            spec = default_spec(sum(u.n_records for u in units.values()))
+            units = {k: u for k, u in units.items() if u.n_records}
+        plan = build_plan(spec, units)
+        table = plan.to_table()
+        report = plan.report()
+    build = {
+        "code_version": MIXTURE_LAYER_VERSION,
+        "spec": spec.model_dump(mode="json"),
+        "spec_version": mixture_spec_version(spec),
+        "token_views_version": token_views.content_digest,
+        "train_split": train_split,
+    }
+    with store.new_version(MIXTURE_ASSET, release, MIXTURE_TABLES, build) as w:
+        w.write("plan", table)
+        w.write("sources", sources_table(report))
+        version = w.commit(extra_manifest={"report": report})
+    return version, report

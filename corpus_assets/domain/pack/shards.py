@@ -1,0 +1,794 @@
+"""Shards of packed training blocks, in the Megatron ``IndexedDataset`` format plus sidecars.
+
+A *block* is one model input of ``seq_len`` (T) positions (``tokens``, ``loss_mask``,
+``segment_ids`` and optionally ``position_ids``, each ``(n, T)``), as the packer makes them. A
+*shard* is a storage unit of at most ``shard_positions`` (S) positions. Shards hold whole blocks
+only: a shard holds ``floor(S / T)`` blocks (the last shard of a set may hold fewer), and
+``S >= T`` is required (S=18, T=8 -> 2 blocks, 16 positions; the 2 positions left cannot hold a
+third block). A block is never split across shards, and a shard boundary is neither a document
+nor a training-sequence boundary.
+
+Files of shard ``<name>`` (``<name>`` = ``<name_prefix>-<5-digit index>``), all in one directory
+-----------------------------------------------------------------------------------------------
+* ``<name>.bin`` — the token ids of every block, back to back in block order, little-endian,
+  dtype ``uint16`` when ``vocab_size <= 65535`` else ``int32``; no header.
+* ``<name>.idx`` — the Megatron-LM / megatron-core ``IndexedDataset`` index
+  (megatron/core/datasets/indexed_dataset.py, ``_IndexWriter``), little-endian:
+  ``b"MMIDIDX\\x00\\x00"`` (9 bytes), version ``<Q`` = 1, dtype code ``<B`` (megatron ``DType``:
+  uint8=1 int8=2 int16=3 int32=4 int64=5 float64=6 float32=7 uint16=8), sequence count ``<Q``
+  (= n blocks), document count ``<Q`` (= n + 1, the length of the document-index array), then
+  sequence lengths ``int32[n]`` (all T), sequence pointers ``int64[n]`` (byte offsets into .bin:
+  ``i * T * itemsize``) and document indices ``int64[n + 1]`` (``0, 1, ..., n``: every block is
+  one sequence and one document, so a trainer never joins two blocks). No sequence modes (not
+  multimodal). ``megatron.core.datasets.indexed_dataset.IndexedDataset(<dir>/<name>)`` reads it.
+* ``<name>.loss_mask.bin`` — ``uint8`` (0/1), ``<name>.segment_ids.bin`` — ``int32`` (``<i4``),
+  and, when given, ``<name>.position_ids.bin`` — ``int32``: raw C-order arrays of shape
+  ``(blocks, seq_len)`` in the same block order as ``.bin``, no header (shape and dtype are in
+  the shard metadata).
+* ``<name>.spans.parquet`` — the provenance spans of the shard's blocks: the input spans table's
+  rows whose ``block`` falls in the shard, in input order, with ``block`` re-based to the shard
+  (0 = the shard's first block, ``int64``); every other column as given.
+
+Metadata and manifest
+---------------------
+``write_shards`` returns one JSON-ready dict per shard: format (``SHARD_FORMAT``), name,
+seq_len, shard_positions, blocks, first_block (global index of its first block: ``first_block`` + its row in the input), tokens
+(positions = blocks * T), content_tokens (positions whose segment id is not ``pad_segment_id``;
+all positions when that is None), loss_tokens, pad_segment_id, dtype, vocab_size, tokenizer (the
+digest passed in), sidecar_dtypes, token_counts and files (per role — bin, idx, loss_mask,
+segment_ids, position_ids, spans —: file name, bytes, sha256). ``write_shard_manifest`` writes
+them, with totals, as ``shards.json``: the publish point, written last, so a reader that finds it
+finds complete shards (files of an earlier, larger write that the manifest does not list are
+ignored). The manifest never contains its own digest.
+
+Decisions
+---------
+* **Domain/source counts come from the spans table.** Every *label column* present in the spans
+  (default ``("source", "domain")``) is counted in tokens: ``sum(end - start)`` per label value,
+  rows with a null label (padding, inserted tokens) not counted. The spans need ``start`` and
+  ``end`` (half-open positions within the block) for that. A caller that has a
+  record -> source mapping adds the column first (``with_record_labels(spans, "source", m)``, by
+  ``record_id``, as the packer's spans have it); the shard writer does not guess.
+* **Deterministic bytes**: same input -> identical files and sha256 (no timestamps, no random
+  names inside files; Parquet with fixed compression and the writer's fixed ``created_by``).
+  JSON is written with sorted keys.
+* **Streaming**: ``ShardWriter.add`` takes consecutive chunks of blocks (e.g. the packer's
+  ``PackedBlocks``, whose spans carry global block ids: ``first_block``) and writes each shard as
+  soon as it is full, so only whole, full shards are written until ``finish`` writes the last
+  one; the result is byte-identical to one ``write_shards`` call over all blocks.
+* **Atomic files**: every file is written to a temporary file in the target directory, fsynced,
+  chmod 0644 and ``os.replace``\\ d into place; sha256 is computed from the bytes written.
+* **Integrity**: ``verify_shard`` re-hashes every file named in the metadata and raises
+  ``ShardIntegrityError`` naming the file (missing, wrong size, wrong sha256). ``open_shard``
+  verifies by default, always checks sizes and parses the ``.idx`` (a mismatch with the metadata
+  is a ``ShardIntegrityError`` naming the ``.idx``), and returns memory-mapped ``(blocks, T)``
+  arrays.
+* **Errors**: bad shapes, dtypes, token ids outside ``[0, vocab_size)``, loss-mask values other
+  than 0/1, spans whose ``block`` is out of range, and ``S < T`` raise ``ValueError`` naming the
+  argument.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Callable, Mapping, Optional, Sequence, Union
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from corpus_assets.domain.core.hashing import sha256_file as file_sha256
+from corpus_assets.domain.storage.layer_store import fsync_dir as _fsync_dir
+
+__all__ = [
+    "SHARD_FORMAT",
+    "MANIFEST_NAME",
+    "MEGATRON_INDEX_HEADER",
+    "MEGATRON_DTYPE_CODES",
+    "ShardIntegrityError",
+    "shard_capacity",
+    "token_dtype",
+    "shard_name",
+    "write_shards",
+    "ShardWriter",
+    "with_record_labels",
+    "write_shard_manifest",
+    "load_shard_manifest",
+    "verify_shard",
+    "check_shard",
+    "array_dtypes",
+    "file_sha256",
+    "megatron_index_bytes",
+    "ShardView",
+    "open_shard",
+]
+
+SHARD_FORMAT = "megatron-mmidx-v1+corpus-sidecars-1"
+MANIFEST_NAME = "shards.json"
+MEGATRON_INDEX_HEADER = b"MMIDIDX\x00\x00"
+MEGATRON_INDEX_VERSION = 1
+# megatron.core.datasets.indexed_dataset.DType
+MEGATRON_DTYPE_CODES: dict[str, int] = {
+    "uint8": 1,
+    "int8": 2,
+    "int16": 3,
+    "int32": 4,
+    "int64": 5,
+    "float64": 6,
+    "float32": 7,
+    "uint16": 8,
+}
+_IDX_FIXED_BYTES = 9 + 8 + 1 + 8 + 8  # header, version, dtype code, sequence count, document count
+
+SIDECAR_DTYPES: dict[str, str] = {"loss_mask": "<u1", "segment_ids": "<i4", "position_ids": "<i4"}
+DEFAULT_LABEL_COLUMNS = ("source", "domain")
+_FILE_MODE = 0o644
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class ShardIntegrityError(RuntimeError):
+    """A shard file is missing, has the wrong size or digest, or its index disagrees with its metadata."""
+
+
+# --- sizes and names ----------------------------------------------------------------------------
+
+
+def shard_capacity(shard_positions: int, seq_len: int) -> int:
+    """Blocks per shard: ``floor(S / T)``; ``S >= T`` is required (a shard holds whole blocks only)."""
+    if seq_len < 1:
+        raise ValueError(f"seq_len must be >= 1, got {seq_len}")
+    if shard_positions < seq_len:
+        raise ValueError(
+            f"shard_positions (S={shard_positions}) must be >= seq_len (T={seq_len}): "
+            "a shard holds whole blocks only"
+        )
+    return shard_positions // seq_len
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    """``uint16`` when every id fits (``vocab_size <= 65535``), else ``int32`` (little-endian)."""
+    if vocab_size < 1:
+        raise ValueError(f"vocab_size must be >= 1, got {vocab_size}")
+    if vocab_size > np.iinfo(np.int32).max:
+        raise ValueError(f"vocab_size {vocab_size} does not fit int32 token ids")
+    return np.dtype("<u2") if vocab_size <= 65535 else np.dtype("<i4")
+
+
+def shard_name(name_prefix: str, index: int) -> str:
+    return f"{name_prefix}-{index:05d}"
+
+
+def _check_name_prefix(name_prefix: str) -> None:
+    if not name_prefix or "/" in name_prefix or "\\" in name_prefix or name_prefix.startswith("."):
+        raise ValueError(f"name_prefix must be a plain file name, got {name_prefix!r}")
+
+
+# --- input validation ---------------------------------------------------------------------------
+
+
+def _as_blocks(name: str, arr: Any, n: int, seq_len: int) -> np.ndarray:
+    a = np.asarray(arr)
+    if a.ndim != 2 or a.shape != (n, seq_len):
+        raise ValueError(f"{name} must have shape (n, seq_len) = ({n}, {seq_len}), got {a.shape}")
+    if not (np.issubdtype(a.dtype, np.integer) or a.dtype == np.bool_):
+        raise ValueError(f"{name} must be an integer array, got dtype {a.dtype}")
+    return a
+
+
+def _checked_cast(name: str, a: np.ndarray, dtype: np.dtype, lo: int, hi: int) -> np.ndarray:
+    """Cast to ``dtype`` after checking every value lies in ``[lo, hi]`` (no silent wrap-around)."""
+    if a.size:
+        amin, amax = int(a.min()), int(a.max())
+        if amin < lo or amax > hi:
+            raise ValueError(f"{name} has values in [{amin}, {amax}], outside the allowed [{lo}, {hi}]")
+    return np.ascontiguousarray(a, dtype=dtype)
+
+
+def _validate_spans(spans: pa.Table, n: int, first_block: int) -> pa.Table:
+    """Check the ``block`` column (``first_block .. first_block + n - 1``) and re-base it to 0..n-1."""
+    if "block" not in spans.column_names:
+        raise ValueError(
+            f"spans must have a 'block' column (block index within the input); columns: {spans.column_names}"
+        )
+    if not pa.types.is_integer(spans.schema.field("block").type):
+        raise ValueError(f"spans column 'block' must be integers, got {spans.schema.field('block').type}")
+    block = spans.column("block")
+    if block.null_count:
+        raise ValueError("spans column 'block' has nulls")
+    if len(spans):
+        lo, hi = pc.min(block).as_py(), pc.max(block).as_py()
+        if lo < first_block or hi >= first_block + n:
+            raise ValueError(
+                f"spans column 'block' has values in [{lo}, {hi}], outside the {n} input blocks "
+                f"[{first_block}, {first_block + n})"
+            )
+    rebased = pc.subtract(pc.cast(block, pa.int64()), pa.scalar(first_block, pa.int64()))
+    return spans.set_column(spans.column_names.index("block"), "block", rebased)
+
+
+def _label_columns_present(spans: pa.Table, label_columns: Sequence[str]) -> list[str]:
+    present = [c for c in label_columns if c in spans.column_names]
+    if present and not {"start", "end"} <= set(spans.column_names):
+        raise ValueError(
+            f"spans have label columns {present} but no 'start'/'end' columns to count their tokens"
+        )
+    return present
+
+
+# --- atomic, hashed writes ----------------------------------------------------------------------
+
+
+def _atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+    """Run ``write(f)`` on a temporary file next to ``path``, fsync, chmod 0644, ``os.replace``."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, _FILE_MODE)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+class _HashingWriter:
+    """Writes byte chunks to a file while hashing them."""
+
+    def __init__(self, f: IO[bytes]) -> None:
+        self.f, self.h, self.n = f, hashlib.sha256(), 0
+
+    def write(self, b: bytes | memoryview) -> None:
+        self.f.write(b)
+        self.h.update(b)
+        self.n += len(b)
+
+
+def _write_bytes_file(path: Path, chunks: Callable[[], Any]) -> dict:
+    """Atomically write the chunks yielded by ``chunks()``; return ``{path, bytes, sha256}``."""
+    info: dict = {}
+
+    def write(f: IO[bytes]) -> None:
+        hw = _HashingWriter(f)
+        for c in chunks():
+            hw.write(c)
+        info.update(path=path.name, bytes=hw.n, sha256=hw.h.hexdigest())
+
+    _atomic_write(path, write)
+    return info
+
+
+def _array_chunks(a: np.ndarray, rows_per_chunk: int = 1024):
+    for i in range(0, a.shape[0], rows_per_chunk):
+        yield memoryview(np.ascontiguousarray(a[i : i + rows_per_chunk])).cast("B")
+
+
+def _write_parquet(path: Path, table: pa.Table) -> dict:
+    def write(f: IO[bytes]) -> None:
+        pq.write_table(table, f, compression="zstd", compression_level=3, write_statistics=True)
+
+    _atomic_write(path, write)
+    return {"path": path.name, "bytes": path.stat().st_size, "sha256": file_sha256(path)}
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    data = (json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    _atomic_write(path, lambda f: f.write(data))
+
+
+# --- Megatron index -----------------------------------------------------------------------------
+
+
+def megatron_index_bytes(n_blocks: int, seq_len: int, dtype: np.dtype) -> bytes:
+    """The ``.idx`` of ``n_blocks`` sequences of ``seq_len`` ids, one document per sequence."""
+    code = MEGATRON_DTYPE_CODES[np.dtype(dtype).name]
+    lengths = np.full(n_blocks, seq_len, dtype="<i4")
+    pointers = np.arange(n_blocks, dtype="<i8") * (seq_len * np.dtype(dtype).itemsize)
+    doc_indices = np.arange(n_blocks + 1, dtype="<i8")
+    head = MEGATRON_INDEX_HEADER + struct.pack("<Q", MEGATRON_INDEX_VERSION) + struct.pack("<B", code)
+    head += struct.pack("<Q", n_blocks) + struct.pack("<Q", len(doc_indices))
+    return head + lengths.tobytes() + pointers.tobytes() + doc_indices.tobytes()
+
+
+# --- writing ------------------------------------------------------------------------------------
+
+
+def _token_counts(spans: pa.Table, labels: Sequence[str]) -> dict[str, dict[str, int]]:
+    if not labels:
+        return {}
+    width = pc.subtract(pc.cast(spans.column("end"), pa.int64()), pc.cast(spans.column("start"), pa.int64()))
+    out: dict[str, dict[str, int]] = {}
+    for col in labels:
+        t = pa.table({"label": pc.cast(spans.column(col), pa.string()), "n": width})
+        t = t.filter(pc.is_valid(t.column("label")))
+        g = t.group_by("label").aggregate([("n", "sum")])
+        pairs = zip(g.column("label").to_pylist(), g.column("n_sum").to_pylist())
+        out[col] = {k: int(v) for k, v in sorted(pairs)}
+    return out
+
+
+def with_record_labels(spans: pa.Table, column: str, labels: Mapping[str, str]) -> pa.Table:
+    """``spans`` plus a label column (e.g. ``source``) looked up by ``record_id``: null where the
+    record id is null (padding) — and a ``ValueError`` naming a record id that ``labels`` lacks."""
+    if "record_id" not in spans.column_names:
+        raise ValueError(f"spans have no 'record_id' column to look {column!r} up by")
+    if column in spans.column_names:
+        raise ValueError(f"spans already have a {column!r} column")
+    ids = spans.column("record_id").to_pylist()
+    missing = sorted({r for r in ids if r is not None and r not in labels})
+    if missing:
+        raise ValueError(f"no {column!r} label for record(s) {missing[:5]}{' ...' if len(missing) > 5 else ''}")
+    return spans.append_column(column, pa.array([None if r is None else labels[r] for r in ids], pa.string()))
+
+
+def _shard_spans(spans: pa.Table, lo: int, hi: int) -> pa.Table:
+    block = spans.column("block")
+    sel = spans.filter(pc.and_(pc.greater_equal(block, lo), pc.less(block, hi)))
+    rebased = pc.subtract(sel.column("block"), pa.scalar(lo, pa.int64()))
+    return sel.set_column(sel.column_names.index("block"), "block", rebased)
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    tokens: np.ndarray
+    loss_mask: np.ndarray
+    segment_ids: np.ndarray
+    position_ids: Optional[np.ndarray]
+    spans: pa.Table
+    labels: list[str]
+
+
+def _prepare(
+    tokens: Any,
+    loss_mask: Any,
+    segment_ids: Any,
+    position_ids: Any,
+    spans: pa.Table,
+    seq_len: int,
+    dtype: np.dtype,
+    vocab_size: int,
+    label_columns: Sequence[str],
+    first_block: int,
+) -> _Inputs:
+    t = np.asarray(tokens)
+    if t.ndim != 2:
+        raise ValueError(f"tokens must have shape (n, seq_len), got {t.shape}")
+    n = t.shape[0]
+    t = _checked_cast("tokens", _as_blocks("tokens", t, n, seq_len), dtype, 0, vocab_size - 1)
+    lm = _checked_cast("loss_mask", _as_blocks("loss_mask", loss_mask, n, seq_len), np.dtype("<u1"), 0, 1)
+    i32 = np.iinfo(np.int32)
+    seg = _as_blocks("segment_ids", segment_ids, n, seq_len)
+    seg = _checked_cast("segment_ids", seg, np.dtype("<i4"), i32.min, i32.max)
+    pos = None
+    if position_ids is not None:
+        pos = _as_blocks("position_ids", position_ids, n, seq_len)
+        pos = _checked_cast("position_ids", pos, np.dtype("<i4"), i32.min, i32.max)
+    if not isinstance(spans, pa.Table):
+        raise ValueError(f"spans must be a pyarrow.Table, got {type(spans).__name__}")
+    sp = _validate_spans(spans, n, first_block)
+    return _Inputs(t, lm, seg, pos, sp, _label_columns_present(sp, label_columns))
+
+
+def _write_one_shard(
+    out: Path,
+    name: str,
+    inp: _Inputs,
+    lo: int,
+    hi: int,
+    *,
+    seq_len: int,
+    dtype: np.dtype,
+    vocab_size: int,
+    tokenizer_digest: str,
+    pad_segment_id: Optional[int],
+    shard_positions: int,
+    first_block: int,
+) -> dict:
+    n = hi - lo
+    tok, lm, seg = inp.tokens[lo:hi], inp.loss_mask[lo:hi], inp.segment_ids[lo:hi]
+    files = {
+        "bin": _write_bytes_file(out / f"{name}.bin", lambda: _array_chunks(tok)),
+        "idx": _write_bytes_file(out / f"{name}.idx", lambda: [megatron_index_bytes(n, seq_len, dtype)]),
+        "loss_mask": _write_bytes_file(out / f"{name}.loss_mask.bin", lambda: _array_chunks(lm)),
+        "segment_ids": _write_bytes_file(out / f"{name}.segment_ids.bin", lambda: _array_chunks(seg)),
+    }
+    if inp.position_ids is not None:
+        pos = inp.position_ids[lo:hi]
+        files["position_ids"] = _write_bytes_file(out / f"{name}.position_ids.bin", lambda: _array_chunks(pos))
+    spans = _shard_spans(inp.spans, lo, hi)
+    files["spans"] = _write_parquet(out / f"{name}.spans.parquet", spans)
+    content = int(np.count_nonzero(seg != pad_segment_id)) if pad_segment_id is not None else n * seq_len
+    return {
+        "format": SHARD_FORMAT,
+        "name": name,
+        "seq_len": seq_len,
+        "shard_positions": shard_positions,
+        "blocks": n,
+        "first_block": first_block + lo,
+        "tokens": n * seq_len,
+        "content_tokens": content,
+        "loss_tokens": int(np.count_nonzero(lm)),
+        "pad_segment_id": pad_segment_id,
+        "dtype": dtype.name,
+        "vocab_size": vocab_size,
+        "tokenizer": tokenizer_digest,
+        "sidecar_dtypes": {k: SIDECAR_DTYPES[k] for k in files if k in SIDECAR_DTYPES},
+        "token_counts": _token_counts(spans, inp.labels),
+        "files": files,
+    }
+
+
+def write_shards(
+    out_dir: PathLike,
+    name_prefix: str,
+    *,
+    tokens: Any,
+    loss_mask: Any,
+    segment_ids: Any,
+    spans: pa.Table,
+    seq_len: int,
+    shard_positions: int,
+    tokenizer_digest: str,
+    vocab_size: int,
+    position_ids: Any = None,
+    pad_segment_id: Optional[int] = 0,
+    label_columns: Sequence[str] = DEFAULT_LABEL_COLUMNS,
+    first_block: int = 0,
+    first_shard_index: int = 0,
+) -> list[dict]:
+    """Write the blocks as shards of ``floor(shard_positions / seq_len)`` whole blocks each.
+
+    ``tokens``, ``loss_mask``, ``segment_ids`` (and ``position_ids``) are ``(n, seq_len)``;
+    ``spans`` is a pyarrow table whose int ``block`` column is the block index: ``first_block +``
+    the row in this input (``packing.PackedBlocks.first_block`` for a chunk of a larger set).
+    Returns the shard metadata dicts in order (also what ``write_shard_manifest`` takes). No
+    blocks -> no shards. Memory: the input arrays (cast to the file dtypes when they differ); to
+    write a large set in bounded memory, call once per chunk of a multiple of ``floor(S/T)``
+    blocks with ``first_shard_index`` continuing the numbering, and write one manifest of all.
+    """
+    _check_name_prefix(name_prefix)
+    per_shard = shard_capacity(shard_positions, seq_len)
+    if not tokenizer_digest:
+        raise ValueError("tokenizer_digest must be a non-empty string")
+    dtype = token_dtype(vocab_size)
+    if first_block < 0 or first_shard_index < 0:
+        raise ValueError(f"first_block and first_shard_index must be >= 0, got {first_block}, {first_shard_index}")
+    inp = _prepare(
+        tokens, loss_mask, segment_ids, position_ids, spans, seq_len, dtype, vocab_size, label_columns, first_block
+    )
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    n = inp.tokens.shape[0]
+    metas = []
+    for i, lo in enumerate(range(0, n, per_shard), start=first_shard_index):
+        hi = min(lo + per_shard, n)
+        metas.append(
+            _write_one_shard(
+                out,
+                shard_name(name_prefix, i),
+                inp,
+                lo,
+                hi,
+                seq_len=seq_len,
+                dtype=dtype,
+                vocab_size=vocab_size,
+                tokenizer_digest=tokenizer_digest,
+                pad_segment_id=pad_segment_id,
+                shard_positions=shard_positions,
+                first_block=first_block,
+            )
+        )
+    _fsync_dir(out)
+    return metas
+
+
+class ShardWriter:
+    """Streaming ``write_shards``: ``add`` chunks of consecutive blocks (e.g. each
+    ``packing.PackedBlocks`` of ``iter_packed``) of any size; every full shard is written as soon as
+    it is complete, the remainder (fewer than ``floor(S/T)`` blocks) waits for the next chunk, and
+    ``finish`` writes the last, partial shard. The files are byte-identical to one ``write_shards``
+    call over the concatenation. Memory: one chunk plus less than one shard."""
+
+    def __init__(
+        self,
+        out_dir: PathLike,
+        name_prefix: str,
+        *,
+        seq_len: int,
+        shard_positions: int,
+        tokenizer_digest: str,
+        vocab_size: int,
+        pad_segment_id: Optional[int] = 0,
+        label_columns: Sequence[str] = DEFAULT_LABEL_COLUMNS,
+    ) -> None:
+        _check_name_prefix(name_prefix)
+        self.per_shard = shard_capacity(shard_positions, seq_len)
+        self.out_dir, self.name_prefix = Path(out_dir), name_prefix
+        self._kw = dict(
+            seq_len=seq_len,
+            shard_positions=shard_positions,
+            tokenizer_digest=tokenizer_digest,
+            vocab_size=vocab_size,
+            pad_segment_id=pad_segment_id,
+            label_columns=label_columns,
+        )
+        self.shards: list[dict] = []
+        self._arrays: Optional[dict[str, np.ndarray]] = None
+        self._spans: Optional[pa.Table] = None
+        self._first = 0  # global index of the first pending block
+        self._finished = False
+
+    def _pending(self) -> int:
+        return 0 if self._arrays is None else int(self._arrays["tokens"].shape[0])
+
+    def add(
+        self,
+        *,
+        tokens: Any,
+        loss_mask: Any,
+        segment_ids: Any,
+        spans: pa.Table,
+        position_ids: Any = None,
+        first_block: Optional[int] = None,
+    ) -> list[dict]:
+        """Queue the next blocks (``first_block`` = global index of the first, default: right after
+        the previous chunk); write every shard now complete and return their metadata."""
+        if self._finished:
+            raise ValueError("ShardWriter.add after finish")
+        expected = self._first + self._pending()
+        if first_block is None:
+            first_block = expected
+        if first_block != expected and (self.shards or self._pending()):
+            raise ValueError(f"chunk starts at block {first_block}, expected {expected} (chunks must be consecutive)")
+        new = {"tokens": tokens, "loss_mask": loss_mask, "segment_ids": segment_ids}
+        if position_ids is not None:
+            new["position_ids"] = position_ids
+        if self._arrays is None:
+            self._arrays, self._spans, self._first = {k: np.asarray(v) for k, v in new.items()}, spans, first_block
+        else:
+            if set(new) != set(self._arrays):
+                raise ValueError("every chunk must have position_ids, or none")
+            self._arrays = {k: np.concatenate([self._arrays[k], np.asarray(new[k])]) for k in new}
+            self._spans = pa.concat_tables([self._spans, spans], promote_options="permissive")
+        full = (self._pending() // self.per_shard) * self.per_shard
+        return self._write(full) if full else []
+
+    def _write(self, n: int) -> list[dict]:
+        assert self._arrays is not None and self._spans is not None
+        a, sp, first = self._arrays, self._spans, self._first
+        block = pc.cast(sp.column("block"), pa.int64())
+        head = sp.filter(pc.less(block, first + n))
+        metas = write_shards(
+            self.out_dir,
+            self.name_prefix,
+            tokens=a["tokens"][:n],
+            loss_mask=a["loss_mask"][:n],
+            segment_ids=a["segment_ids"][:n],
+            position_ids=a["position_ids"][:n] if "position_ids" in a else None,
+            spans=head,
+            first_block=first,
+            first_shard_index=len(self.shards),
+            **self._kw,
+        )
+        self.shards += metas
+        rest = {k: v[n:] for k, v in a.items()}
+        self._arrays = rest if rest["tokens"].shape[0] else None
+        self._spans = sp.filter(pc.greater_equal(block, first + n))
+        self._first = first + n
+        return metas
+
+    def finish(self) -> list[dict]:
+        """Write the last, partial shard (if any blocks wait) and return every shard's metadata."""
+        if not self._finished:
+            if self._pending():
+                self._write(self._pending())
+            self._finished = True
+        return list(self.shards)
+
+
+# --- manifest -----------------------------------------------------------------------------------
+
+
+def _sum_counts(metas: Sequence[Mapping]) -> dict[str, dict[str, int]]:
+    total: dict[str, dict[str, int]] = {}
+    for m in metas:
+        for col, counts in m.get("token_counts", {}).items():
+            dst = total.setdefault(col, {})
+            for k, v in counts.items():
+                dst[k] = dst.get(k, 0) + int(v)
+    return {c: dict(sorted(v.items())) for c, v in sorted(total.items())}
+
+
+def _one_value(metas: Sequence[Mapping], key: str) -> Any:
+    values = {json.dumps(m[key]) for m in metas}
+    if len(values) > 1:
+        raise ValueError(f"shards disagree on {key!r}: {sorted(values)}")
+    return metas[0][key] if metas else None
+
+
+def write_shard_manifest(out_dir: PathLike, shards: Sequence[Mapping]) -> Path:
+    """Write ``<out_dir>/shards.json`` (atomically, sorted keys): totals plus every shard's metadata.
+
+    The shards must agree on seq_len, shard_positions, dtype and tokenizer. Written after the shard files, it is
+    the point at which the shard set becomes visible."""
+    metas = [dict(m) for m in shards]
+    manifest = {
+        "format": SHARD_FORMAT,
+        "seq_len": _one_value(metas, "seq_len"),
+        "dtype": _one_value(metas, "dtype"),
+        "tokenizer": _one_value(metas, "tokenizer"),
+        "shard_positions": _one_value(metas, "shard_positions"),
+        "shard_count": len(metas),
+        "blocks": sum(int(m["blocks"]) for m in metas),
+        "tokens": sum(int(m["tokens"]) for m in metas),
+        "content_tokens": sum(int(m["content_tokens"]) for m in metas),
+        "loss_tokens": sum(int(m["loss_tokens"]) for m in metas),
+        "token_counts": _sum_counts(metas),
+        "shards": metas,
+    }
+    path = Path(out_dir) / MANIFEST_NAME
+    _write_json(path, manifest)
+    return path
+
+
+def load_shard_manifest(out_dir: PathLike) -> dict:
+    """The ``shards.json`` of a shard directory (``ShardIntegrityError`` when missing or not JSON)."""
+    path = Path(out_dir) / MANIFEST_NAME
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ShardIntegrityError(f"{path}: shard manifest missing") from exc
+    except json.JSONDecodeError as exc:
+        raise ShardIntegrityError(f"{path}: shard manifest is not valid JSON ({exc})") from exc
+    if manifest.get("format") != SHARD_FORMAT:
+        raise ShardIntegrityError(f"{path}: format {manifest.get('format')!r}, expected {SHARD_FORMAT!r}")
+    return manifest
+
+
+# --- verification and reading -------------------------------------------------------------------
+
+
+def _check_file(directory: Path, meta: Mapping, role: str, info: Mapping, hash_it: bool) -> None:
+    path = directory / info["path"]
+    name = meta.get("name", "?")
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise ShardIntegrityError(f"shard {name!r}: {role} file {path} is missing") from None
+    if size != info["bytes"]:
+        raise ShardIntegrityError(
+            f"shard {name!r}: {role} file {path} has {size} bytes, metadata says {info['bytes']}"
+        )
+    if hash_it:
+        got = file_sha256(path)
+        if got != info["sha256"]:
+            raise ShardIntegrityError(
+                f"shard {name!r}: {role} file {path} sha256 mismatch (metadata {info['sha256']}, file {got})"
+            )
+
+
+def verify_shard(directory: PathLike, meta: Mapping) -> None:
+    """Re-hash every file of the shard; ``ShardIntegrityError`` naming the first bad file."""
+    d = Path(directory)
+    for role, info in sorted(meta["files"].items()):
+        _check_file(d, meta, role, info, hash_it=True)
+
+
+def _read_index(path: Path, meta: Mapping) -> None:
+    """Parse the ``.idx`` and check it describes ``meta['blocks']`` whole blocks of ``seq_len``."""
+    n, T = int(meta["blocks"]), int(meta["seq_len"])
+    dtype = np.dtype(meta["dtype"])
+    raw = path.read_bytes()
+
+    def bad(why: str) -> ShardIntegrityError:
+        return ShardIntegrityError(f"shard {meta.get('name')!r}: index file {path}: {why}")
+
+    if len(raw) < _IDX_FIXED_BYTES or raw[:9] != MEGATRON_INDEX_HEADER:
+        raise bad("not a Megatron MMIDIDX index")
+    version, code, seqs, docs = struct.unpack_from("<QBQQ", raw, 9)
+    if version != MEGATRON_INDEX_VERSION:
+        raise bad(f"version {version}, expected {MEGATRON_INDEX_VERSION}")
+    if code != MEGATRON_DTYPE_CODES.get(dtype.name):
+        raise bad(f"dtype code {code}, metadata dtype {dtype.name}")
+    if seqs != n or docs != n + 1:
+        raise bad(f"{seqs} sequences / {docs} document indices, metadata says {n} blocks")
+    if raw != megatron_index_bytes(n, T, dtype):
+        raise bad(f"lengths/pointers/document indices are not {n} whole blocks of {T}")
+
+
+@dataclass
+class ShardView:
+    """Memory-mapped ``(blocks, seq_len)`` arrays of one shard (read-only ``ndarray`` views of the maps)."""
+
+    directory: Path
+    meta: Mapping
+    tokens: np.ndarray
+    loss_mask: np.ndarray
+    segment_ids: np.ndarray
+    position_ids: Optional[np.ndarray]
+
+    @property
+    def name(self) -> str:
+        return str(self.meta["name"])
+
+    @property
+    def n_blocks(self) -> int:
+        return int(self.meta["blocks"])
+
+    @property
+    def seq_len(self) -> int:
+        return int(self.meta["seq_len"])
+
+    def block(self, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if not 0 <= i < self.n_blocks:
+            raise IndexError(f"shard {self.name!r} has {self.n_blocks} blocks, asked for block {i}")
+        return self.tokens[i], self.loss_mask[i], self.segment_ids[i]
+
+    def spans(self) -> pa.Table:
+        return pq.read_table(self.directory / self.meta["files"]["spans"]["path"])
+
+    def close(self) -> None:
+        """Drop this view's references to the maps; the files are unmapped once no array taken
+        from them is alive (never force-unmapped under a live array)."""
+        self.tokens = self.loss_mask = self.segment_ids = self.position_ids = None  # type: ignore[assignment]
+
+
+def _memmap(directory: Path, meta: Mapping, role: str, dtype: Any) -> np.ndarray:
+    """A read-only ``(blocks, seq_len)`` array over the memory-mapped file: a plain ``ndarray``
+    view of an ``np.memmap`` (indexing a ``memmap`` subclass costs microseconds per row)."""
+    shape = (int(meta["blocks"]), int(meta["seq_len"]))
+    mm = np.memmap(directory / meta["files"][role]["path"], dtype=np.dtype(dtype), mode="r", shape=shape)
+    return mm.view(np.ndarray)
+
+
+def check_shard(directory: PathLike, meta: Mapping, *, verify: bool = True) -> None:
+    """Every check ``open_shard`` makes, without mapping anything: format, every file present with
+    its size, sha256 (when ``verify``), and an ``.idx`` of ``blocks`` whole blocks of ``seq_len``."""
+    d = Path(directory)
+    if meta.get("format") != SHARD_FORMAT:
+        raise ShardIntegrityError(
+            f"shard {meta.get('name')!r}: format {meta.get('format')!r}, expected {SHARD_FORMAT!r}"
+        )
+    if int(meta["blocks"]) < 1:
+        raise ShardIntegrityError(f"shard {meta.get('name')!r} has no blocks")
+    for role, info in sorted(meta["files"].items()):
+        _check_file(d, meta, role, info, hash_it=verify)
+    _read_index(d / meta["files"]["idx"]["path"], meta)
+
+
+def array_dtypes(meta: Mapping) -> dict[str, np.dtype]:
+    """The dtype of each ``(blocks, seq_len)`` array file of a shard, by role (``bin`` = tokens)."""
+    side = meta.get("sidecar_dtypes", SIDECAR_DTYPES)
+    out = {"bin": np.dtype(meta["dtype"]).newbyteorder("<")}
+    for role in ("loss_mask", "segment_ids", "position_ids"):
+        if role in meta["files"]:
+            out[role] = np.dtype(side.get(role, SIDECAR_DTYPES[role]))
+    return out
+
+
+def open_shard(directory: PathLike, meta: Mapping, *, verify: bool = True) -> ShardView:
+    """Open a shard: ``check_shard`` (sha256 of every file unless ``verify=False``; sizes and the
+    ``.idx`` always), then memory-map its arrays."""
+    d = Path(directory)
+    check_shard(d, meta, verify=verify)
+    dt = array_dtypes(meta)
+    return ShardView(
+        directory=d,
+        meta=meta,
+        tokens=_memmap(d, meta, "bin", dt["bin"]),
+        loss_mask=_memmap(d, meta, "loss_mask", dt["loss_mask"]),
+        segment_ids=_memmap(d, meta, "segment_ids", dt["segment_ids"]),
+        position_ids=_memmap(d, meta, "position_ids", dt["position_ids"]) if "position_ids" in dt else None,
+    )

@@ -1,0 +1,372 @@
+"""The ``packed_shards`` layer of a release: what the trainer will really read.
+
+* **train** — the views of ``mixture_plan`` in plan order (a record drawn twice is packed twice);
+* **validation / test** — their packable views in ``token_views`` order (natural distribution,
+  no mixing).
+
+Each split is packed with the release's ``PackingPolicy`` and written as shards
+(``domain/pack/shards.py``: Megatron ``.bin``/``.idx`` + loss-mask / segment-id / position-id sidecars
++ Parquet provenance spans labelled with source and domain). The files of one build live in a
+content-addressed *shard set* directory ``$CORPUS_HOME/shards/<release>/<set digest>/<split>/``,
+staged under ``.tmp-*`` and renamed into place only when complete; the layer's ``shards`` table
+(one row per shard, with every file's sha256) is what points at it, so a reader that resolves the
+layer's ``CURRENT`` only ever sees complete shard sets. The set digest covers every shard's
+metadata (and so every file's sha256): identical inputs give the same directory.
+
+Four denominators per source (seed 000 §18.5/§18.8), side by side: source records (training
+records available), sampled records (plan draws), materialized tokens (view tokens placed in
+blocks, EOS included, packer BOS excluded) and effective label tokens (positions of that source
+whose loss mask is 1).
+
+Memory: a split is packed in chunks of samples and each shard is written as soon as it is full
+(``shards.ShardWriter``); what stays in memory is the release's views table (read once) plus one
+chunk. Known limit: reading the views table whole — a per-split streaming read is the next step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import uuid
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import BaseModel, ConfigDict, Field
+
+from corpus_assets.domain.core.faults import pause_point
+from corpus_assets.domain.core.hashing import canonical_json
+from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion, TableSpec
+from corpus_assets.domain.pack.packing import Packer, PackedBlocks, PackingPolicy, coverage_check, packing_policy_version
+from corpus_assets.domain.pack.shards import (
+    ShardIntegrityError,
+    ShardWriter,
+    open_shard,
+    shard_capacity,
+    with_record_labels,
+    write_shard_manifest,
+)
+from corpus_assets.domain.pack.view_spool import SplitViews, SpooledViews
+
+SHARDS_ASSET = "packed_shards"
+SHARDS_LAYER_VERSION = "packed-shards-layer-1"
+DEFAULT_SEQ_LEN = 2048  # T when the release spec has no packing.seq_len
+
+SHARDS_SCHEMA = pa.schema(
+    [
+        ("split", pa.string()),
+        ("name", pa.string()),
+        ("directory", pa.string()),  # relative to $CORPUS_HOME
+        ("blocks", pa.int64()),
+        ("tokens", pa.int64()),
+        ("content_tokens", pa.int64()),
+        ("loss_tokens", pa.int64()),
+        ("bin_sha256", pa.string()),
+        ("meta_json", pa.string()),  # the shard's complete metadata (shards.write_shards)
+    ]
+)
+SHARDS_TABLES = {"shards": TableSpec(SHARDS_SCHEMA)}
+
+
+class ShardSpec(BaseModel):
+    """The ``shards`` section of a release spec."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    positions: int = Field(default=1 << 22, ge=1, description="S: positions per shard; a shard holds floor(S/T) whole blocks")
+
+
+class PackingSection(BaseModel):
+    """The ``packing`` section: a ``PackingPolicy`` plus special tokens named by text, resolved
+    with the release tokenizer (``pad_token`` overrides ``pad_id``; ``bos_token`` is required for
+    ``boundary: bos``)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    pad_token: Optional[str] = None
+    bos_token: Optional[str] = None
+
+
+def resolve_packing(section: dict, token_to_id: Callable[[str], Optional[int]], where: str) -> tuple[PackingPolicy, Optional[int]]:
+    """(policy, bos_id) from a ``packing`` section; a named token missing from the vocabulary is a
+    ``ValueError`` naming the field."""
+    section = dict(section)
+    pad_token = section.pop("pad_token", None)
+    bos_token = section.pop("bos_token", None)
+    bos_id = None
+    if pad_token is not None:
+        pid = token_to_id(pad_token)
+        if pid is None:
+            raise ValueError(f"{where}: packing.pad_token {pad_token!r} is not in the tokenizer's vocabulary")
+        section["pad_id"] = pid
+    if bos_token is not None:
+        bos_id = token_to_id(bos_token)
+        if bos_id is None:
+            raise ValueError(f"{where}: packing.bos_token {bos_token!r} is not in the tokenizer's vocabulary")
+    section.setdefault("seq_len", DEFAULT_SEQ_LEN)
+    from corpus_assets.domain.core.config_files import validate
+
+    policy = validate(PackingPolicy, section, f"{where}: packing")
+    if policy.boundary == "bos" and bos_id is None:
+        raise ValueError(f"{where}: packing.boundary is 'bos' but no packing.bos_token is named")
+    return policy, bos_id
+
+
+def _chunks(tokens: np.ndarray, max_samples: int, max_tokens: int):
+    """Consecutive slices of ``range(len(tokens))`` of at most ``max_samples`` samples and
+    ``max_tokens`` tokens (a single longer sample makes a chunk of its own)."""
+    lo, n = 0, len(tokens)
+    ends = np.cumsum(tokens, dtype=np.int64)
+    while lo < n:
+        before = ends[lo - 1] if lo else 0
+        hi = int(np.searchsorted(ends, before + max_tokens, side="right"))
+        hi = min(max(hi, lo + 1), lo + max_samples, n)
+        yield slice(lo, hi)
+        lo = hi
+
+
+def _plan_rows(mixture_plan: LayerVersion, train: SplitViews, batch_size: int = 65536) -> np.ndarray:
+    """The mixture plan's draws as rows of the spooled training views, read in batches."""
+    parts, missing = [], set()
+    for b in mixture_plan.iter_batches("plan", batch_size=batch_size, columns=["record_id"]):
+        ids = b.column(0).to_pylist()
+        missing.update(r for r in ids if r not in train.index)
+        if not missing:
+            parts.append(np.fromiter((train.index[r] for r in ids), dtype=np.int64, count=len(ids)))
+    if missing:
+        few = sorted(missing)
+        raise ValueError(f"mixture_plan names {len(few)} record(s) without a training view, e.g. {few[:3]}; "
+                         "rebuild mixture_plan after token_views")
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+def _label_counts(blocks: PackedBlocks, labels: dict[str, str]) -> dict[str, dict[str, int]]:
+    """Per source: materialized tokens (view tokens, BOS excluded) and effective label tokens."""
+    sp = blocks.spans
+    if sp.num_rows == 0:
+        return {}
+    T = blocks.seq_len
+    keep = pc.and_(pc.invert(sp.column("pad")), pc.is_valid(sp.column("src_token_start")))
+    sp = sp.filter(keep)
+    b = sp.column("block").to_numpy() - blocks.first_block
+    s = sp.column("start").to_numpy().astype(np.int64)
+    e = sp.column("end").to_numpy().astype(np.int64)
+    cum = np.concatenate([[0], np.cumsum(blocks.loss_mask.reshape(-1), dtype=np.int64)])
+    lab = cum[b * T + e] - cum[b * T + s]
+    out: dict[str, dict[str, int]] = {}
+    for rid, n, l in zip(sp.column("record_id").to_pylist(), (e - s).tolist(), lab.tolist()):
+        c = out.setdefault(labels[rid], {"materialized_tokens": 0, "label_tokens": 0})
+        c["materialized_tokens"] += n
+        c["label_tokens"] += l
+    return out
+
+
+def _pack_and_write(views: SplitViews, rows: np.ndarray, policy: PackingPolicy, bos_id: Optional[int], out: Path,
+                    split: str, shard_spec: ShardSpec, tokenizer_digest: str, vocab_size: int,
+                    sources: dict, domains: dict, mix_labels: dict, chunk_samples: int = 4096,
+                    chunk_tokens: int = 1 << 22):
+    """Pack ``rows`` of a split's spooled views in chunks (at most ``chunk_samples`` samples and,
+    unless one sample is longer, ``chunk_tokens`` tokens) and write each shard as soon as it is
+    full (``shards.ShardWriter``): memory is one chunk of views plus less than one shard, whatever
+    the split size or document length. Bytes equal a single pack + write (both are chunk-size
+    independent)."""
+    packer = Packer(policy, bos_id=bos_id)
+    writer = ShardWriter(out, split, seq_len=policy.seq_len, shard_positions=shard_spec.positions,
+                         tokenizer_digest=tokenizer_digest, vocab_size=vocab_size, pad_segment_id=0)
+    stats = None
+    ok = True
+    per_source: dict[str, dict[str, int]] = {}
+    details: list = []
+
+    def emit(part: PackedBlocks) -> None:
+        nonlocal stats, ok
+        stats = part.stats if stats is None else stats + part.stats
+        if not len(part):
+            return
+        good, detail = coverage_check(part)
+        if not good:
+            ok = False
+            details.append(detail)
+            return
+        spans = with_record_labels(with_record_labels(part.spans, "source", sources), "domain", domains)
+        writer.add(tokens=part.tokens, loss_mask=part.loss_mask, segment_ids=part.segment_ids, spans=spans,
+                   position_ids=part.position_ids if policy.reset_positions else None, first_block=part.first_block)
+        for k, v in _label_counts(part, mix_labels).items():
+            c = per_source.setdefault(k, {"materialized_tokens": 0, "label_tokens": 0})
+            c["materialized_tokens"] += v["materialized_tokens"]
+            c["label_tokens"] += v["label_tokens"]
+
+    for chunk in _chunks(views.token_counts(rows), chunk_samples, chunk_tokens):
+        ids, mask, offs, lengths, rids, variants = views.gather(rows[chunk])
+        emit(packer.add_arrays(ids, mask, offs, lengths, rids, variants))
+    emit(packer.finish())
+    if not ok:
+        raise ValueError(f"packed blocks of {split} fail span coverage: {details[:1]}")
+    metas = writer.finish()
+    return metas, stats, ok, per_source
+
+
+def build_packed_shards(
+    store: LayerStore,
+    release: str,
+    policy: PackingPolicy,
+    shard_spec: ShardSpec,
+    *,
+    token_views: LayerVersion,
+    mixture_plan: LayerVersion,
+    tokenizer_digest: str,
+    vocab_size: int,
+    split_names: list[str],
+    bos_id: Optional[int] = None,
+    log: Callable[[str], None] = lambda _m: None,
+) -> tuple[LayerVersion, dict]:
+    per_shard = shard_capacity(shard_spec.positions, policy.seq_len)  # S >= T or a clear error
+    train = split_names[0]
+    mix_key = mixture_plan.manifest.get("build_spec", {}).get("spec", {}).get("key", "source")
+
+    home = store.home
+    set_parent = home / "shards" / release
+    set_parent.mkdir(parents=True, exist_ok=True)
+    for stale in set_parent.glob(".tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = set_parent / f".tmp-{uuid.uuid4().hex}"
+    tmp.mkdir()
+    spool_dir = set_parent / f".tmp-spool-{uuid.uuid4().hex}"
+    report: dict = {"policy_version": packing_policy_version(policy), "seq_len": policy.seq_len,
+                    "shard_positions": shard_spec.positions, "blocks_per_shard": per_shard, "splits": {}}
+    all_meta: dict[str, list[dict]] = {}
+    try:
+        spooled = SpooledViews.spool(token_views, spool_dir, split_names, log=log)
+        sources, domains = spooled.sources, spooled.domains
+        for split in split_names:
+            table = spooled.splits[split]
+            rows = _plan_rows(mixture_plan, table) if split == train else np.arange(len(table), dtype=np.int64)
+            if rows.size == 0:
+                log(f"packed_shards {release}/{split}: no views; no shards")
+                report["splits"][split] = {"samples": 0, "blocks": 0, "shards": 0}
+                all_meta[split] = []
+                continue
+            metas, st, ok, per_source = _pack_and_write(
+                table, rows, policy, bos_id, tmp / split, split, shard_spec, tokenizer_digest, vocab_size,
+                sources, domains, sources if mix_key == "source" else domains)
+            if metas:
+                write_shard_manifest(tmp / split, metas)
+            all_meta[split] = metas
+            report["splits"][split] = {
+                "samples": int(rows.size),
+                "shards": len(metas),
+                "coverage_ok": ok,
+                **{k: v for k, v in st.as_dict().items() if k not in ("quarantined", "truncated", "dropped")},
+                "quarantined_records": [list(q) for q in st.quarantined],
+                "truncated_records": len(st.truncated),
+                "dropped_pieces": len(st.dropped),
+                "per_source": per_source,
+            }
+            log(f"packed_shards {release}/{split}: {rows.size} samples -> {st.blocks} blocks of {policy.seq_len}, "
+                f"{len(metas)} shards, utilization {st.utilization:.1%}, padding {st.padding}, dropped {st.dropped_tokens}")
+        pause_point("packed_shards:staged")  # every shard written, nothing renamed or published yet
+        set_digest = hashlib.sha256(canonical_json({s: all_meta[s] for s in sorted(all_meta)})).hexdigest()
+        final = set_parent / set_digest[:16]
+        if final.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.rename(final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        shutil.rmtree(spool_dir, ignore_errors=True)
+    store.seal_tree(str(final.relative_to(home)))  # to the object store, before any version names it
+
+    report["shard_set"] = str(final.relative_to(home))
+    report["shard_set_digest"] = set_digest
+    report["tokenizer_digest"] = tokenizer_digest
+    report["denominators"] = _denominators(mixture_plan, token_views, report["splits"].get(train, {}), train)
+    rows_out = [
+        {"split": split, "name": m["name"], "directory": f"{report['shard_set']}/{split}", "blocks": m["blocks"],
+         "tokens": m["tokens"], "content_tokens": m["content_tokens"], "loss_tokens": m["loss_tokens"],
+         "bin_sha256": m["files"]["bin"]["sha256"], "meta_json": json.dumps(m, sort_keys=True, separators=(",", ":"))}
+        for split in split_names for m in all_meta[split]
+    ]
+    build = {
+        "code_version": SHARDS_LAYER_VERSION,
+        "policy": policy.model_dump(mode="json"),
+        "policy_version": report["policy_version"],
+        "shard_spec": shard_spec.model_dump(mode="json"),
+        "bos_id": bos_id,
+        "token_views_version": token_views.content_digest,
+        "mixture_plan_version": mixture_plan.content_digest,
+        "tokenizer_digest": tokenizer_digest,
+    }
+    with store.new_version(SHARDS_ASSET, release, SHARDS_TABLES, build) as w:
+        w.write("shards", rows_out)
+        version = w.commit(extra_manifest={"report": report})
+    return version, report
+
+
+def _denominators(mixture_plan: LayerVersion, token_views: LayerVersion, train: dict, train_split: str) -> dict:
+    """Per source (or tag, as the mixture is keyed): source records | sampled records |
+    materialized tokens | effective label tokens."""
+    mix = mixture_plan.manifest.get("report", {}).get("sources", {})
+    packed = train.get("per_source", {})
+    out = {}
+    for src in sorted(set(mix) | set(packed)):
+        out[src] = {
+            "source_records": mix.get(src, {}).get("available_records", 0),
+            "sampled_records": mix.get(src, {}).get("draws", 0),
+            "materialized_tokens": packed.get(src, {}).get("materialized_tokens", 0),
+            "label_tokens": packed.get(src, {}).get("label_tokens", 0),
+        }
+    return out
+
+
+def shard_dirs(store: LayerStore, release: str, split: str) -> list[tuple[Path, dict]]:
+    """(directory, metadata) of every shard of ``split`` in the release's current packed_shards
+    version — what ``reader.ShardReader`` takes."""
+    v = store.require_current(SHARDS_ASSET, release)
+    out = []
+    for r in v.read_table("shards").to_pylist():
+        if r["split"] == split:
+            out.append((shard_directory(store, r["directory"]), json.loads(r["meta_json"])))
+    return out
+
+
+def shard_directory(store: LayerStore, directory: str) -> Path:
+    """The local path of a ``packed_shards`` row's ``directory`` (``shards/<release>/<set>/<split>``),
+    fetching its shard set from the object store first when only the store holds it."""
+    shard_set, _, split = directory.rpartition("/")
+    return store.tree_dir(shard_set) / split
+
+
+def verify_packed_shards(store: LayerStore, version: LayerVersion, max_problems: int = 5) -> dict[str, dict]:
+    """Re-read every shard a ``packed_shards`` version lists — from the shard set on disk (or the
+    object store), not from what the packer meant to write — and check it: every file's sha256 and
+    size, the ``.idx``, then span coverage (every position covered once, padding by pad spans
+    only, padding never in the loss). Per split: shards, blocks, ok, problems (first few)."""
+    pad_id = int(version.manifest.get("build_spec", {}).get("policy", {}).get("pad_id", 0))
+    out: dict[str, dict] = {}
+    for r in version.read_table("shards", columns=["split", "directory", "meta_json"]).to_pylist():
+        meta = json.loads(r["meta_json"])
+        entry = out.setdefault(r["split"], {"shards": 0, "blocks": 0, "ok": True, "problems": []})
+        entry["shards"] += 1
+        entry["blocks"] += int(meta.get("blocks", 0))
+        problems: list[str] = []
+        try:
+            view = open_shard(shard_directory(store, r["directory"]), meta, verify=True)
+        except (ShardIntegrityError, FileNotFoundError, OSError, ValueError) as exc:
+            problems.append(str(exc))
+        else:
+            blocks = PackedBlocks(
+                seq_len=view.seq_len, pad_id=pad_id, first_block=0, tokens=view.tokens, loss_mask=view.loss_mask,
+                segment_ids=view.segment_ids,
+                position_ids=view.position_ids if view.position_ids is not None else np.zeros_like(view.segment_ids),
+                spans=view.spans(), stats=None,
+            )
+            ok, detail = coverage_check(blocks)
+            problems += [f"{meta['name']}: {p}" for p in detail["problems"]]
+            view.close()
+        if problems:
+            entry["ok"] = False
+            entry["problems"] = (entry["problems"] + problems)[:max_problems]
+    return out

@@ -1,0 +1,141 @@
+"""The packable token views of a release, spooled to flat memory-mapped files per split.
+
+Why: packing reads views in the mixture plan's order — any record, any number of times — and a
+release's views are far larger than memory. One streaming pass over the ``token_views`` table
+writes, per split, the concatenated input ids (int32), loss masks (uint8) and character offsets
+(int32 pairs) of every packable view, and keeps per record only its start and length. Gathering
+a chunk of records in any order is then slicing memory maps: resident memory is one batch while
+spooling and one chunk while packing, whatever the release size (the page cache holds the rest).
+
+The order of a split's records is the table's order (the natural order validation and test are
+packed in), and ``gather`` returns exactly what slicing the in-memory table would, so the packed
+bytes do not depend on this module.
+"""
+
+from __future__ import annotations
+
+import shutil
+from array import array
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Optional
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from corpus_assets.domain.storage.layer_store import LayerVersion
+from corpus_assets.domain.pack.mixture_layer import packable_views
+
+VIEW_COLUMNS = ["record_id", "variant", "split", "source_id", "domain", "n_tokens", "input_ids", "loss_mask", "offsets"]
+
+
+@dataclass
+class SplitViews:
+    """The spooled views of one split: record ids in table order, ``index`` record -> row."""
+
+    directory: Path
+    record_ids: list = field(default_factory=list)
+    variants: list = field(default_factory=list)
+    starts: array = field(default_factory=lambda: array("q"))  # token offset of each record in the maps
+    lengths: array = field(default_factory=lambda: array("q"))
+    index: dict = field(default_factory=dict)
+    _files: dict = field(default_factory=dict)
+    _tokens: int = 0
+    _maps: Optional[tuple] = None
+
+    def __len__(self) -> int:
+        return len(self.record_ids)
+
+    def _append(self, batch: pa.RecordBatch) -> None:
+        if not self._files:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._files = {k: open(self.directory / f"{k}.bin", "wb") for k in ("ids", "mask", "offsets")}
+        n = np.asarray(batch.column("n_tokens").to_numpy(zero_copy_only=False), dtype=np.int64)
+        ids = np.asarray(batch.column("input_ids").flatten().to_numpy(zero_copy_only=False), dtype=np.int32)
+        mask = np.asarray(batch.column("loss_mask").flatten().to_numpy(zero_copy_only=False), dtype=np.uint8)
+        offs = np.asarray(batch.column("offsets").flatten().to_numpy(zero_copy_only=False), dtype=np.int32)
+        if ids.size != int(n.sum()) or mask.size != ids.size or offs.size != 2 * ids.size:
+            raise ValueError("token_views rows whose n_tokens, input_ids, loss_mask and offsets disagree")
+        self._files["ids"].write(ids.tobytes())
+        self._files["mask"].write(mask.tobytes())
+        self._files["offsets"].write(offs.tobytes())
+        row = len(self.record_ids)
+        for i, rid in enumerate(batch.column("record_id").to_pylist()):
+            self.index[rid] = row + i
+        self.record_ids += batch.column("record_id").to_pylist()
+        self.variants += batch.column("variant").to_pylist()
+        if n.size:
+            self.starts.frombytes((self._tokens + np.concatenate([[0], np.cumsum(n)[:-1]])).astype(np.int64).tobytes())
+            self.lengths.frombytes(n.tobytes())
+        self._tokens += int(n.sum())
+
+    def _close(self) -> None:
+        for f in self._files.values():
+            f.close()
+
+    def _map(self) -> tuple:
+        if self._maps is None:
+            def mm(name: str, dtype, width: int = 1) -> np.ndarray:
+                if self._tokens == 0:
+                    return np.zeros((0,) if width == 1 else (0, width), dtype=dtype)
+                shape = (self._tokens,) if width == 1 else (self._tokens, width)
+                return np.memmap(self.directory / f"{name}.bin", dtype=dtype, mode="r", shape=shape).view(np.ndarray)
+
+            self._maps = (mm("ids", np.int32), mm("mask", np.uint8), mm("offsets", np.int32, 2))
+        return self._maps
+
+    def token_counts(self, rows: np.ndarray) -> np.ndarray:
+        """Tokens of each of ``rows`` (what a chunk of them will hold)."""
+        return np.frombuffer(self.lengths, dtype=np.int64)[rows] if rows.size else np.zeros(0, np.int64)
+
+    def gather(self, rows: np.ndarray):
+        """(ids, mask, offsets, lengths, record ids, variants) of ``rows``, concatenated in that order."""
+        ids_mm, mask_mm, offs_mm = self._map()
+        starts = np.frombuffer(self.starts, dtype=np.int64)[rows] if rows.size else np.zeros(0, np.int64)
+        lengths = np.frombuffer(self.lengths, dtype=np.int64)[rows] if rows.size else np.zeros(0, np.int64)
+        if rows.size:
+            ids = np.concatenate([ids_mm[s:s + n] for s, n in zip(starts, lengths)])
+            mask = np.concatenate([mask_mm[s:s + n] for s, n in zip(starts, lengths)])
+            offs = np.concatenate([offs_mm[s:s + n] for s, n in zip(starts, lengths)]).reshape(-1, 2)
+        else:
+            ids, mask, offs = np.zeros(0, np.int32), np.zeros(0, np.uint8), np.zeros((0, 2), np.int32)
+        rids = pa.array([self.record_ids[r] for r in rows], pa.string())
+        variants = pa.array([self.variants[r] for r in rows], pa.string())
+        return ids, mask, offs, lengths, rids, variants
+
+
+class SpooledViews:
+    """Every split's packable views, plus record -> source and record -> domain (all views)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.splits: dict[str, SplitViews] = {}
+        self.sources: dict[str, str] = {}
+        self.domains: dict[str, Optional[str]] = {}
+
+    @classmethod
+    def spool(cls, token_views: LayerVersion, directory: Path, split_names: Iterable[str], *,
+              batch_size: int = 2048, log: Callable[[str], None] = lambda _m: None) -> "SpooledViews":
+        out = cls(directory)
+        wanted = set(split_names)
+        for i, name in enumerate(sorted(wanted)):
+            out.splits[name] = SplitViews(directory / f"split-{i}")
+        try:
+            for batch in token_views.iter_batches("views", batch_size=batch_size, columns=VIEW_COLUMNS):
+                rids = batch.column("record_id").to_pylist()
+                out.sources.update(zip(rids, batch.column("source_id").to_pylist()))
+                out.domains.update(zip(rids, batch.column("domain").to_pylist()))
+                packable = packable_views(batch)  # one view per record, as the mixture plan counts them
+                split_col = packable.column("split")
+                for name in sorted(set(split_col.to_pylist()) & wanted):
+                    out.splits[name]._append(packable.filter(pc.equal(split_col, name)))
+        finally:
+            for sv in out.splits.values():
+                sv._close()
+        log("token views spooled: " + ", ".join(f"{k} {len(v)} records / {v._tokens} tokens" for k, v in sorted(out.splits.items())))
+        return out
+
+    def remove(self) -> None:
+        self.splits.clear()
+        shutil.rmtree(self.directory, ignore_errors=True)

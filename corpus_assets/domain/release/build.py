@@ -1,0 +1,216 @@
+"""Publish one release: gather its inputs, compute the build id, stage its shards, write the
+manifest and data card, publish by Algorithm 18.3 and register the version.
+
+The release directory is ``<releases_root>/<release>/<build_id>/``::
+
+    manifest.json            ReleaseManifest (docs/release_manifest.schema.json); never its own digest
+    manifest.sig             Ed25519 signature of the manifest digest, when CORPUS_SIGNING_KEY is set
+    data_card.md             for humans: uses, sources, transforms, statistics, limits, audit reports
+    shards/<split>/          the packed shards (hard links into the shard set when the filesystem
+                             allows, else copies) and the split's shards.json
+
+Shards are linked from the content-addressed shard set of ``packed_shards``; both are immutable, so
+a hard link is as good as a copy and costs no space.
+
+When the data root is an object store, the build is published locally as above and mirrored to
+``<url>/releases/`` by release_mirror (a build already sealed there is pulled first, so the
+local publish reuses or conflicts with the shared copy).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from corpus_assets.domain.core.faults import pause_point
+from corpus_assets.domain.storage.layer_store import LayerStore
+from corpus_assets.domain.release.publish import PublishResult, build_id as compute_build_id, publish_release
+from corpus_assets.domain.release.inputs import gather_release_inputs
+from corpus_assets.domain.release.manifest import data_card_renderer, environment_digest, validate_manifest
+from corpus_assets.domain.release.mirror import pull_release, push_release, withdraw_remote
+
+KNOWN_LIMITS = [
+    "Decontamination is n-gram containment against the frozen evaluation registry only; benchmarks "
+    "outside it were not checked, and a pass is not a proof of absence.",
+    "Quality filters are heuristics (Gopher, C4, FineWeb rules); they remove some good text and keep some bad.",
+    "Near-duplicate detection is MinHash LSH with the recorded bands x rows; pairs below the threshold "
+    "(or missed by LSH with the probability the policy states) remain.",
+    "Deleting data from storage does not remove what a model already learned from it; runs that "
+    "consumed a revoked release are listed in the release registry.",
+]
+REPORT_LINKS = {
+    "stage accounting": "dagster asset `stage_accounting` (dbt_like_sql/stage_accounting.sql)",
+    "curation retention": "dagster asset `curation_retention` (dbt_like_sql/curation_retention.sql)",
+    "contamination summary": "dagster asset `contamination_summary` (dbt_like_sql/contamination_summary.sql)",
+    "duplicate clusters": "dagster asset `duplicate_clusters` (dbt_like_sql/duplicate_clusters.sql)",
+    "split balance": "dagster asset `split_balance` (dbt_like_sql/split_balance.sql)",
+    "mixture vs target": "dagster asset `mixture_vs_target` (dbt_like_sql/mixture_vs_target.sql)",
+    "tombstones and revocations": "dagster asset `tombstones_and_revocations` (dbt_like_sql/tombstones_and_revocations.sql)",
+}
+
+
+@dataclass(frozen=True)
+class ReleaseBuild:
+    result: PublishResult
+    build_spec: dict
+    manifest: dict
+    mirror: Optional[str] = None  # object store only: "uploaded" or "reused"
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def stage_shards(store: LayerStore, shard_rows: list[dict], tmp: Path) -> None:
+    """Link every file of every shard into ``tmp/shards/<split>/`` plus each split's shards.json."""
+    from corpus_assets.domain.pack.shards_layer import shard_directory
+
+    splits: dict[str, Path] = {}
+    for r in shard_rows:
+        meta = json.loads(r["meta_json"])
+        src_dir = shard_directory(store, r["directory"])
+        for f in meta["files"].values():
+            _link_or_copy(src_dir / f["path"], tmp / "shards" / r["split"] / f["path"])
+        splits[r["split"]] = src_dir
+    for split, src_dir in splits.items():
+        if (src_dir / "shards.json").is_file():
+            _link_or_copy(src_dir / "shards.json", tmp / "shards" / split / "shards.json")
+
+
+def _shard_set_objects(shard_rows: list[dict]) -> dict[str, str]:
+    """Release path -> object of the sealed shard set holding the same bytes (what stage_shards links)."""
+    out = {}
+    for r in shard_rows:
+        meta = json.loads(r["meta_json"])
+        for f in meta["files"].values():
+            out[f"shards/{r['split']}/{f['path']}"] = f"{r['directory']}/{f['path']}"
+        out[f"shards/{r['split']}/shards.json"] = f"{r['directory']}/shards.json"
+    return out
+
+
+def build_release(
+    store: LayerStore,
+    release: str,
+    *,
+    release_spec: Mapping[str, Any],
+    sources_governance: Mapping[str, Mapping[str, Any]],
+    releases_root: Path,
+    package_version: str,
+    tombstone_generation: int = 0,
+    tombstone_requests: Optional[list[str]] = None,
+    tombstone_count: int = 0,
+    signing_key: Any = "env",
+    log: Any = lambda _m: None,
+) -> ReleaseBuild:
+    build_spec, sections = gather_release_inputs(
+        store, release, release_spec=release_spec, sources_governance=sources_governance,
+        tombstone_generation=tombstone_generation, tombstone_requests=list(tombstone_requests or []),
+        package_version=package_version,
+    )
+    bid = compute_build_id(build_spec)
+    shard_rows = store.require_current("packed_shards", release).read_table("shards").to_pylist()
+
+    def stage(tmp: Path) -> None:
+        stage_shards(store, shard_rows, tmp)
+        pause_point("release_manifest:staged")  # artifacts staged, manifest and pointer not written
+
+    def make_manifest(_tmp: Path, _artifacts: list[dict]) -> dict:
+        return {"version": bid, **_manifest(release, release_spec, sections, package_version, tombstone_count)}
+
+    if store.remote is not None and pull_release(store.remote, Path(releases_root), release, bid) is not None:
+        log(f"release {release} build {bid[:16]} is already sealed in {store.remote.url}; comparing with it")
+    result = publish_release(
+        Path(releases_root), release, bid, stage, make_manifest,
+        render_card=data_card_renderer(known_limits=KNOWN_LIMITS, report_links=REPORT_LINKS),
+        validate_manifest=validate_manifest, signing_key=signing_key,
+    )
+    mirror = None
+    if store.remote is not None:
+        mirror = push_release(store.remote, result.path, release, bid, result.content_digest,
+                              copy_from=_shard_set_objects(shard_rows), log=log)
+    manifest = json.loads((result.path / "manifest.json").read_text(encoding="utf-8"))
+    return ReleaseBuild(result, build_spec, manifest, mirror)
+
+
+def _manifest(release: str, spec: Mapping[str, Any], sec: dict, package_version: str, tombstone_count: int) -> dict:
+    shards = []
+    for s in sec["shards"]:
+        shards.append({"split": s["split"], "name": s["name"], "blocks": s["blocks"], "tokens": s["tokens"],
+                       "files": s["files"]})
+    sampling = sec["sampling"]
+    per_source = [{"source_id": k, **v} for k, v in sorted(sampling["denominators"].items())]
+    split_stats = [{"split": k, "records": int(v.get("records", 0)), "tokens": int(v.get("tokens", 0)),
+                    "label_tokens": int(v.get("label_tokens", 0))} for k, v in sampling["token_views"].items()]
+    return {
+        "corpus_id": spec.get("corpus_id") or f"corpus/{release}",
+        "release": release,
+        "owner": spec.get("owner") or "team:corpus",
+        "created_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "intended_uses": list(spec.get("intended_uses") or ["language-model pretraining and post-training research"]),
+        "excluded_uses": list(spec.get("excluded_uses") or []),
+        "sources": [
+            {"source_id": s["source_id"], "kind": s["kind"], "license": s["license"],
+             "rights_evidence": s["rights_evidence"], "allowed_uses": s["allowed_uses"],
+             "snapshots": [{"snapshot": x["snapshot"], "raw_version_digest": x["raw_version"],
+                            "curated_version_digest": x["curated_version"], "items": x["items"], "records": x["records"]}
+                           for x in s["snapshots"]]}
+            for s in sec["sources"]
+        ],
+        "pipeline": {"code_version": package_version, "environment_digest": environment_digest(),
+                     "transforms": sec["transforms"]},
+        "stage_counts": sec["stage_counts"],
+        "dedup": {"policy": sec["dedup"]["policy"], "clusters": sec["dedup"]["stats"]},
+        "evaluation": {"registry_digest": sec["evaluation"]["registry_digest"],
+                       "detector_policy": sec["evaluation"]["detector"],
+                       "contamination": {"benchmarks": sec["evaluation"]["benchmarks"],
+                                         "removed": sum(c["count"] for c in sec["stage_counts"] if c["stage"] == "decontam")}},
+        "tokenizer": sec["tokenizer"],
+        "shards": shards,
+        "split_stats": split_stats,
+        "sampling": {"policy": {"mixture": sampling["mixture"], "packing": sampling["packing"]}, "per_source": per_source},
+        "tombstones": {"generation": sec["tombstones"]["generation"], "request_ids": sec["tombstones"]["request_ids"],
+                       "count": tombstone_count},
+        "consumed_by_runs": [],
+        "layer_versions": sec["layer_versions"],
+    }
+
+
+def withdraw_revoked(store: LayerStore, releases_root: Path, release: str, build_id: str, *, successor: Optional[str],
+                     request_ids: list[str]) -> dict:
+    """After a deletion revoked ``build_id``: delete its shards (they hold tokens of deleted records),
+    keep manifest.json and data_card.md as the audit trail, write ``REVOKED.json`` (successor,
+    request ids), drop non-current versions of the release's layers and shard sets no current
+    ``packed_shards`` version points at. ``corpus verify`` then refuses the revoked build."""
+    out = {"build_id": build_id, "shards_removed": 0, "layer_versions_dropped": 0, "shard_sets_removed": 0}
+    d = Path(releases_root) / release / build_id
+    note = {"release": release, "build_id": build_id, "status": "revoked", "successor_build_id": successor,
+            "request_ids": sorted(request_ids),
+            "note": "artifacts withdrawn after a deletion request; use the successor build"}
+    note_bytes = (json.dumps(note, indent=2, sort_keys=True) + "\n").encode("utf-8")
+    if d.is_dir():
+        shards = d / "shards"
+        if shards.is_dir():
+            out["shards_removed"] = sum(1 for p in shards.rglob("*") if p.is_file())
+            shutil.rmtree(shards)
+        (d / "REVOKED.json").write_bytes(note_bytes)
+    if store.remote is not None:
+        out["shards_removed"] = max(out["shards_removed"], withdraw_remote(store.remote, release, build_id, note_bytes))
+    for asset in ("dedup_clusters", "splits", "tokenizer", "token_views", "mixture_plan", "packed_shards"):
+        if store.current_version_name(asset, release) is not None:  # nothing downloaded to ask
+            out["layer_versions_dropped"] += len(store.drop_versions(asset, release))
+    cur = store.current_manifest("packed_shards", release)
+    keep = {Path(cur.get("report", {}).get("shard_set", "")).name} if cur is not None else set()
+    for name in store.trees(f"shards/{release}"):
+        if name not in keep:
+            store.drop_tree(f"shards/{release}/{name}")
+            out["shard_sets_removed"] += 1
+    return out

@@ -1,0 +1,199 @@
+"""Everything a release manifest states, gathered from the current layer versions of a release.
+
+Two products, kept apart on purpose (seed 000 §18.7):
+
+* ``build_spec`` — what the build *is*: the release spec, code versions, the content digest of
+  every input layer version, the tokenizer digest, the eval registry digest and the tombstone
+  generation. Only content digests and versions go in (never absolute paths or times), so the
+  same inputs give the same ``build_id`` on any machine.
+* ``sections`` — what the manifest *reports*: sources with governance, stage counts with reasons,
+  transforms with their policies, dedup stats, contamination, tokenizer, shards, sampling and the
+  four denominators.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any, Mapping
+
+
+from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
+
+RELEASE_ASSETS = ("dedup_clusters", "splits", "tokenizer", "token_views", "mixture_plan", "packed_shards")
+SNAPSHOT_ASSETS = ("raw_snapshot", "canonical_records", "curated_records", "minhash_signatures")
+
+
+def release_snapshots(dedup: LayerVersion) -> list[str]:
+    t = dedup.read_table("clusters", columns=["snapshot"])
+    return sorted(set(t.column("snapshot").to_pylist()))
+
+
+MANIFEST_ONLY = ("raw_snapshot", "minhash_signatures")
+
+
+def _peek(store: LayerStore, asset: str, partition: str) -> LayerVersion:
+    v = store.peek(asset, partition)
+    if v is None:
+        raise FileNotFoundError(f"{asset} has no materialized version for partition {partition!r}; materialize it first")
+    return v
+
+
+def _reason_counts(version: LayerVersion, stage_default: str) -> Counter:
+    t = version.read_table("decisions", columns=["stage", "outcome", "reason"])
+    out: Counter = Counter()
+    for stage, outcome, reason in zip(*(t.column(c).to_pylist() for c in ("stage", "outcome", "reason"))):
+        out[(stage or stage_default, outcome, reason or "")] += 1
+    return out
+
+
+def gather_release_inputs(
+    store: LayerStore,
+    release: str,
+    *,
+    release_spec: Mapping[str, Any],
+    sources_governance: Mapping[str, Mapping[str, Any]],
+    tombstone_generation: int,
+    tombstone_requests: list[str],
+    package_version: str,
+) -> tuple[dict, dict]:
+    """(build_spec, sections) of the release's current layer versions."""
+    layers = {a: store.require_current(a, release) for a in RELEASE_ASSETS}
+    snapshots = release_snapshots(layers["dedup_clusters"])
+    # raw bytes and signatures are only named (digest, item count): their manifests suffice, and
+    # with an object-store data root nothing of them is downloaded
+    snap_layers = {s: {a: _peek(store, a, s) if a in MANIFEST_ONLY else store.require_current(a, s)
+                       for a in SNAPSHOT_ASSETS} for s in snapshots}
+    registry = store.require_current("eval_registry", "_all")
+
+    input_versions = {a: v.content_digest for a, v in layers.items()}
+    input_versions["eval_registry"] = registry.content_digest
+    for s, vs in snap_layers.items():
+        for a, v in vs.items():
+            input_versions[f"{a}/{s}"] = v.content_digest
+    code_versions = {a: v.manifest.get("build_spec", {}).get("code_version", "") for a, v in layers.items()}
+    for s, vs in snap_layers.items():
+        for a, v in vs.items():
+            code_versions.setdefault(a, v.manifest.get("build_spec", {}).get("code_version", ""))
+    tok = layers["tokenizer"].manifest
+    build_spec = {
+        "format": "corpus-build/1",
+        "release": release,
+        "release_spec": _portable(dict(release_spec)),
+        "package_version": package_version,
+        "code_versions": dict(sorted(code_versions.items())),
+        "input_versions": dict(sorted(input_versions.items())),
+        "tokenizer_digest": tok["tokenizer_digest"],
+        "eval_registry_digest": registry.manifest.get("registry_digest", ""),
+        "tombstone_generation": tombstone_generation,
+        # licenses and rights evidence are part of what the release is: a change makes a new version
+        "sources_governance": {src: _portable(dict(sources_governance.get(src, {})))
+                               for src in sorted({s.split(".", 1)[0] for s in snapshots})},
+    }
+
+    # --- sources and snapshots ---
+    by_source: dict[str, list[dict]] = {}
+    for s, vs in snap_layers.items():
+        source = s.split(".", 1)[0]
+        cur = vs["curated_records"].manifest
+        by_source.setdefault(source, []).append({
+            "snapshot": s,
+            "raw_version": vs["raw_snapshot"].content_digest,
+            "curated_version": vs["curated_records"].content_digest,
+            "items": vs["raw_snapshot"].row_count("items"),
+            "records": int(cur.get("outcomes", {}).get("accepted", 0)),
+        })
+    sources = []
+    for source, snaps in sorted(by_source.items()):
+        gov = dict(sources_governance.get(source, {}))
+        sources.append({
+            "source_id": source,
+            "kind": gov.pop("kind", ""),
+            "license": gov.get("license", ""),
+            "rights_evidence": gov.get("rights_evidence", ""),
+            "allowed_uses": list(gov.get("allowed_uses", [])),
+            "snapshots": snaps,
+        })
+
+    # --- stage counts with reasons ---
+    counts: Counter = Counter()
+    for vs in snap_layers.values():
+        counts.update(_reason_counts(vs["canonical_records"], "canonicalize"))
+        counts.update(_reason_counts(vs["curated_records"], "curate"))
+    dm = layers["dedup_clusters"].manifest
+    exact = dm.get("exact", {})
+    counts[("dedup", "removed", "dedup.exact_duplicate")] += int(exact.get("duplicates_removed", 0))
+    counts[("dedup", "removed", "dedup.near_duplicate")] += int(dm.get("near_removed", 0))
+    counts[("dedup", "kept", "")] += int(dm.get("kept", 0))
+    tvr = layers["token_views"].manifest.get("report", {})
+    for reason, n in tvr.get("rejected", {}).items():
+        counts[("token_views", "rejected", reason)] += n
+    counts[("token_views", "accepted", "")] += int(tvr.get("records_with_views", 0))
+    pk = layers["packed_shards"].manifest.get("report", {})
+    for split, r in pk.get("splits", {}).items():
+        for q in r.get("quarantined_records", []):
+            counts[("packing", "quarantined", q[2])] += 1
+    stage_counts = [{"stage": st, "outcome": oc, "reason": rs, "count": n}
+                    for (st, oc, rs), n in sorted(counts.items()) if n]
+
+    # --- transforms ---
+    transforms = []
+    any_snap = next(iter(snap_layers.values()), None)
+    if any_snap is not None:
+        for a in ("canonical_records", "curated_records", "minhash_signatures"):
+            b = any_snap[a].manifest.get("build_spec", {})
+            transforms.append({"name": a, "version": b.get("code_version", ""),
+                               "policy_version": any_snap[a].manifest.get("policy_version", b.get("policy_digest", "")),
+                               "policy": _portable(b.get("policy", b.get("curation", b.get("dedup", {}))))})
+    for a, v in layers.items():
+        b = v.manifest.get("build_spec", {})
+        transforms.append({"name": a, "version": b.get("code_version", ""),
+                           "policy_version": b.get("policy_version", v.manifest.get("policy_digest", v.manifest.get("report", {}).get("policy_version", ""))),
+                           "policy": _portable(b.get("policy", b.get("lsh", b.get("spec", {}))))})
+
+    # --- dedup, evaluation, tokenizer, shards, sampling ---
+    dedup = {"policy": _portable(dm.get("build_spec", {})),
+             "stats": {"records": int(dm.get("records", 0)), "kept": int(dm.get("kept", 0)),
+                       "exact_removed": int(exact.get("duplicates_removed", 0)), "near_removed": int(dm.get("near_removed", 0)),
+                       "candidates": int(dm.get("candidates", 0))}}
+    curated_spec = any_snap["curated_records"].manifest.get("build_spec", {}) if any_snap else {}
+    evaluation = {"registry_digest": registry.manifest.get("registry_digest", ""),
+                  "benchmarks": registry.manifest.get("benchmarks", {}),
+                  "detector": _portable(curated_spec.get("curation", {}).get("decontam", {}))}
+    tokenizer = {"digest": tok["tokenizer_digest"], "vocab_size": tok["vocab_size"],
+                 "origin": tok.get("loaded_from") and f"loaded from {tok['loaded_from']}" or f"trained on {tok.get('trained_on', '')}"}
+    shards = []
+    for r in layers["packed_shards"].read_table("shards").to_pylist():
+        meta = json.loads(r["meta_json"])
+        shards.append({"split": r["split"], "name": r["name"], "blocks": r["blocks"], "tokens": r["tokens"],
+                       "files": {role: f["sha256"] for role, f in meta["files"].items()}})
+    mix = layers["mixture_plan"].manifest
+    sampling = {"mixture": mix.get("build_spec", {}).get("spec", {}),
+                "packing": layers["packed_shards"].manifest.get("build_spec", {}).get("policy", {}),
+                "denominators": pk.get("denominators", {}),
+                "splits": {s: {k: r.get(k) for k in ("samples", "blocks", "utilization", "padding", "dropped_tokens", "label_rate")}
+                           for s, r in pk.get("splits", {}).items()},
+                "token_views": {s: dict(r) for s, r in tvr.get("splits", {}).items()}}
+    sections = {
+        "sources": sources,
+        "stage_counts": stage_counts,
+        "transforms": transforms,
+        "dedup": dedup,
+        "evaluation": evaluation,
+        "tokenizer": tokenizer,
+        "shards": shards,
+        "sampling": sampling,
+        "tombstones": {"generation": tombstone_generation, "request_ids": list(tombstone_requests)},
+        "layer_versions": dict(sorted(input_versions.items())),
+        "shard_set": pk.get("shard_set", ""),
+    }
+    return build_spec, sections
+
+
+def _portable(obj: Any) -> Any:
+    """Policies as the manifest shows them: drop absolute paths (machine-specific)."""
+    if isinstance(obj, dict):
+        return {k: _portable(v) for k, v in obj.items() if not (isinstance(v, str) and v.startswith("/"))}
+    if isinstance(obj, list):
+        return [_portable(v) for v in obj if not (isinstance(v, str) and v.startswith("/"))]
+    return obj

@@ -1,0 +1,621 @@
+"""Idempotent, crash-safe publication of a release directory (Algorithm 18.3).
+
+Layout under the releases root::
+
+    <releases_root>/<release>/<build_id>/            one immutable published version
+        manifest.json                                 canonical JSON (sorted keys); lists every artifact
+        manifest.sig                                  optional Ed25519 signature of manifest.json (signing.py)
+        data_card.md                                  optional, rendered from the manifest
+        <artifacts...>                                whatever ``stage()`` wrote (shards, reports, ...)
+    <releases_root>/<release>/CURRENT                 text: the build id consumers should read
+    <releases_root>/<release>/.tmp-<uuid>/            a publisher's staging area (invisible to consumers)
+    <releases_root>/<release>/.conflict-<build_id>-<uuid>/   kept diagnostics of a refused publish
+
+Decisions
+---------
+* **Two identities, kept apart.** ``build_id`` = sha256 of the canonical JSON of the complete build
+  spec (release spec, code versions, input data versions, tokenizer digest, eval registry digest,
+  tombstone generation): it names what was *asked for* and is known before anything is built.
+  ``content_digest`` = sha256 of the canonical JSON of the sorted ``[path, sha256, bytes]`` of every
+  artifact: it names what was *produced*. The manifest contains the content digest and is not
+  part of it (no self-reference); ``manifest.sig`` and a rendered ``data_card.md`` are descriptors
+  too: they describe the content and may quote its digest, so they are written after it is known
+  and are outside it. The data card is instead listed in the manifest (``data_card`` entry with its
+  sha256), so ``verify_release`` still detects a changed card, and the signature covers the card
+  through the manifest.
+* **Same build id, same content → reuse; same build id, different content → conflict.** Only the
+  content digest is compared; a manifest that differs only in descriptive fields (a timestamp, a
+  note) does not make a conflict, and the copy already published is kept byte for byte — a
+  published directory is never modified. On conflict nothing is published: our staged copy is
+  moved to ``.conflict-<build_id>-<uuid>/`` with a ``conflict.json`` listing the differing files,
+  and ``ReleaseConflictError`` names both digests and that directory.
+* **Reuse still moves CURRENT to the build id.** Publishing a build id means "consumers should now
+  read this build"; if the directory already exists (a concurrent publisher won, or a previous
+  run crashed between the rename and the pointer update), the pointer is set to it. When CURRENT
+  already names it (the ordinary idempotent retry), nothing is written at all.
+* **Signing** happens inside the staging directory, before the rename, so a published directory is
+  complete including its signature. A reused directory keeps whatever signature it was published
+  with (it is immutable).
+* **Stale staging directories** are found by lock, not by age or pid: a publisher creates its
+  staging directory under ``.new-<uuid>``, takes an exclusive ``flock`` on the directory itself
+  and only then renames it to ``.tmp-<uuid>`` (a rename keeps the inode, so the lock stays). A
+  ``.tmp-*`` directory is therefore always locked by a live publisher or left by a dead one; the
+  kernel drops ``flock`` locks when a process dies, even under SIGKILL. The next publish of the
+  release removes every ``.tmp-*`` whose lock it can take. Why not age: a slow, healthy publish
+  (large shards) could be older than any threshold; why not a pid file: pids are reused and a pid
+  from another host means nothing. A ``.new-*`` directory only exists for the instant between
+  ``mkdir`` and ``flock``; those are removed when older than an hour. Without ``fcntl`` (Windows)
+  the fallback is age: ``.tmp-*`` older than ``STALE_AFTER_SECONDS``.
+* **Concurrent publishers of the same build id** both stage and verify their own copy; the first
+  ``rename(tmp, <build_id>)`` wins, the other sees the target exist (or its rename fails with
+  ENOTEMPTY / EEXIST) and takes the compare → reuse path, so both return the same content digest
+  and exactly one returns ``reused=False``.
+
+Crash argument (SIGKILL or power loss at any instant)
+------------------------------------------------------
+Consumers resolve ``CURRENT`` and read ``<build_id>/``; they never list dot-directories. The steps
+are: (1) write and fsync every artifact, the manifest and the signature in ``.tmp-<uuid>/``, and
+fsync every directory in it; (2) ``rename(.tmp-<uuid>, <build_id>)`` and fsync the release
+directory; (3) write CURRENT to a temporary file, fsync, ``os.replace`` it over CURRENT, fsync the
+directory. Before (2) the only new thing is a dot-directory, so CURRENT still names the previous
+complete version (or does not exist). ``rename`` is atomic: ``<build_id>/`` either does not exist
+or exists with all its (already durable) files — it is never partial. Between (2) and (3),
+CURRENT still names the previous version, and the next publish of the same build id finds the
+complete directory, verifies it, reuses it and moves CURRENT. ``os.replace`` is atomic, so (3)
+leaves either the old or the new pointer. A crashed publisher leaves at most a ``.tmp-*``
+directory, removed by the next publisher (see above). This relies on a POSIX local file system
+(atomic same-directory rename); with an object-store data root, release_mirror.py runs the same
+algorithm against the store after this local publish, with conditional creates as the decision
+points.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Literal, Mapping, Optional, Union
+
+from corpus_assets.domain.storage.dir_locks import STALE_AFTER_SECONDS, new_staging_dir, remove_abandoned
+from corpus_assets.domain.storage.dir_locks import unlock as _unlock
+from corpus_assets.domain.core.hashing import canonical_digest, canonical_json
+from corpus_assets.domain.core.keys import PathEscapeError, confine, validate_release_name
+from corpus_assets.domain.storage.layer_store import _fsync_dir, atomic_write_text
+
+
+__all__ = [
+    "MANIFEST_NAME",
+    "SIGNATURE_NAME",
+    "DATA_CARD_NAME",
+    "CURRENT_NAME",
+    "CONTENT_DIGEST_FORMAT",
+    "STALE_AFTER_SECONDS",
+    "PublishError",
+    "ReleaseConflictError",
+    "ReleaseVerificationError",
+    "PublishResult",
+    "VerifyReport",
+    "build_id",
+    "validate_build_id",
+    "hash_artifacts",
+    "content_digest",
+    "content_digest_of",
+    "publish_release",
+    "current_release",
+    "verify_release",
+]
+
+MANIFEST_NAME = "manifest.json"
+SIGNATURE_NAME = "manifest.sig"
+DATA_CARD_NAME = "data_card.md"
+CURRENT_NAME = "CURRENT"
+CONFLICT_REPORT_NAME = "conflict.json"
+CONTENT_DIGEST_FORMAT = "corpus-release-content/1"
+
+_BUILD_ID_RE = re.compile(r"^[0-9a-f]{64}$")
+_CHUNK = 1 << 20
+
+Artifact = dict  # {"path": str (relative, posix), "sha256": str, "bytes": int}
+
+
+class PublishError(RuntimeError):
+    """Publishing refused: bad input from ``stage`` / ``make_manifest``, or an unusable release root."""
+
+
+class ReleaseConflictError(PublishError):
+    """The same build id is already published with different content (Algorithm 18.3: stop)."""
+
+    def __init__(self, message: str, *, build_id: str, ours: str, theirs: Optional[str], diagnostics: Path) -> None:
+        super().__init__(message)
+        self.build_id = build_id
+        self.ours = ours
+        self.theirs = theirs
+        self.diagnostics = diagnostics
+
+
+class ReleaseVerificationError(RuntimeError):
+    """A release directory does not match its manifest (or its signature); the message names the file."""
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    release: str
+    build_id: str
+    content_digest: str
+    path: Path  # <releases_root>/<release>/<build_id>
+    reused: bool  # True: the build id was already published with the same content
+    previous: Optional[str]  # build id CURRENT named before this call (None: no CURRENT)
+    current_updated: bool  # CURRENT was (re)written by this call
+    signed: bool  # the published directory has a manifest.sig
+    artifacts: tuple[Artifact, ...]
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    path: Path
+    release: Optional[str]
+    build_id: str
+    content_digest: str
+    files: int
+    bytes: int
+    signed: bool  # manifest.sig present
+    signature_checked: bool  # ... and verified against the given public key
+    key_id: Optional[str]
+
+
+# --- identities ---------------------------------------------------------------------------------
+
+
+def build_id(build_spec: Mapping[str, Any]) -> str:
+    """sha256 hex of the canonical JSON (sorted keys, UTF-8, no NaN) of the complete build spec."""
+    if not isinstance(build_spec, Mapping) or not build_spec:
+        raise ValueError("build spec must be a non-empty mapping (release spec, code versions, inputs, ...)")
+    return canonical_digest(dict(build_spec))
+
+
+def validate_build_id(value: object) -> str:
+    if not isinstance(value, str) or not _BUILD_ID_RE.fullmatch(value):
+        raise ValueError(f"invalid build id {value!r}: expected 64 lowercase hex digits (publish.build_id(spec))")
+    return value
+
+
+def _sha256_file(path: Path, *, fsync: bool = False) -> tuple[str, int]:
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(_CHUNK), b""):
+            h.update(chunk)
+            size += len(chunk)
+        if fsync:
+            os.fsync(f.fileno())
+    return h.hexdigest(), size
+
+
+def _descriptor_names() -> frozenset[str]:
+    return frozenset({MANIFEST_NAME, SIGNATURE_NAME})
+
+
+def _rel_path(root: Path, rel: str) -> Path:
+    """``root / rel`` for a manifest path, refusing absolute paths, ``..`` and symlink escapes."""
+    if not isinstance(rel, str) or not rel or rel.startswith("/") or "\\" in rel or "\x00" in rel:
+        raise ReleaseVerificationError(f"{root}: invalid artifact path {rel!r} in {MANIFEST_NAME}")
+    if any(part in ("", ".", "..") for part in rel.split("/")):
+        raise ReleaseVerificationError(f"{root}: invalid artifact path {rel!r} in {MANIFEST_NAME}")
+    try:
+        return confine(root, rel)
+    except PathEscapeError as exc:
+        raise ReleaseVerificationError(f"{root}: artifact {rel!r} resolves outside the release: {exc}") from None
+
+
+def _list_files(root: Path) -> list[str]:
+    """Every regular file under ``root`` as a sorted relative posix path; symlinks are refused."""
+    out: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in list(dirnames) + filenames:
+            p = Path(dirpath) / name
+            if p.is_symlink():
+                raise ReleaseVerificationError(f"{root}: {p.relative_to(root).as_posix()} is a symlink; releases hold regular files only")
+        for name in filenames:
+            p = Path(dirpath) / name
+            if not p.is_file():
+                raise ReleaseVerificationError(f"{root}: {p.relative_to(root).as_posix()} is not a regular file")
+            out.append(p.relative_to(root).as_posix())
+    return sorted(out)
+
+
+def hash_artifacts(root: Path, files: Iterable[Union[str, Mapping[str, Any]]], *, fsync: bool = False) -> list[Artifact]:
+    """``[{"path", "sha256", "bytes"}]`` for the given relative paths (or entries with a ``path``),
+    sorted by path, read from disk. The manifest and its signature are skipped."""
+    root = Path(root)
+    paths = sorted({(f["path"] if isinstance(f, Mapping) else f) for f in files} - _descriptor_names())
+    entries: list[Artifact] = []
+    for rel in paths:
+        p = _rel_path(root, rel)
+        if not p.is_file():
+            raise ReleaseVerificationError(f"{root}: artifact {rel} is missing")
+        sha, size = _sha256_file(p, fsync=fsync)
+        entries.append({"path": rel, "sha256": sha, "bytes": size})
+    return entries
+
+
+def content_digest_of(entries: Iterable[Mapping[str, Any]]) -> str:
+    """sha256 of the canonical JSON of the sorted ``[path, sha256, bytes]`` triples (manifest excluded)."""
+    triples = sorted(
+        [str(e["path"]), str(e["sha256"]), int(e["bytes"])] for e in entries if e["path"] not in _descriptor_names()
+    )
+    paths = [t[0] for t in triples]
+    if len(paths) != len(set(paths)):
+        raise ValueError("artifact list names a path twice")
+    return canonical_digest({"format": CONTENT_DIGEST_FORMAT, "artifacts": triples})
+
+
+def content_digest(root: Path, files: Iterable[Union[str, Mapping[str, Any]]]) -> str:
+    """Content digest of the files under ``root`` (re-hashed from disk), the manifest excluded."""
+    return content_digest_of(hash_artifacts(Path(root), files))
+
+
+# --- staging directory + locks ------------------------------------------------------------------
+
+
+def _remove_stale(release_dir: Path) -> list[str]:
+    """Dead publishers' staging directories (dir_locks) and pointer temp files older than an hour."""
+    removed = remove_abandoned(release_dir)
+    now = time.time()
+    for p in sorted(release_dir.glob(f".{CURRENT_NAME}.*.tmp")) if release_dir.is_dir() else []:
+        try:
+            if now - p.stat().st_mtime > STALE_AFTER_SECONDS:
+                p.unlink(missing_ok=True)
+                removed.append(p.name)
+        except FileNotFoundError:
+            continue  # another publisher cleaned it first
+    return removed
+
+
+def _fsync_tree(root: Path) -> None:
+    for dirpath, _dirnames, _files in os.walk(root, topdown=False):
+        _fsync_dir(Path(dirpath))
+
+
+# --- pointer --------------------------------------------------------------------------------------
+
+
+def _read_current(release_dir: Path) -> Optional[str]:
+    try:
+        text = (release_dir / CURRENT_NAME).read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return None
+    try:
+        return validate_build_id(text)
+    except ValueError:
+        raise ReleaseVerificationError(f"{release_dir / CURRENT_NAME}: does not hold a build id ({text[:80]!r})") from None
+
+
+def current_release(releases_root: Path, release: str) -> Optional[Path]:
+    """The directory CURRENT points at, or None when the release was never published.
+
+    A CURRENT naming a directory that does not exist raises ``ReleaseVerificationError``."""
+    release_dir = Path(releases_root) / validate_release_name(release)
+    bid = _read_current(release_dir)
+    if bid is None:
+        return None
+    path = release_dir / bid
+    if not path.is_dir():
+        raise ReleaseVerificationError(f"{release_dir / CURRENT_NAME} names build {bid} but {path} does not exist")
+    return path
+
+
+# --- verification -------------------------------------------------------------------------------
+
+
+def _load_manifest(path: Path) -> tuple[dict, bytes]:
+    mpath = path / MANIFEST_NAME
+    try:
+        raw = mpath.read_bytes()
+    except FileNotFoundError:
+        raise ReleaseVerificationError(
+            f"{path}: no {MANIFEST_NAME} — a partial or foreign directory, not a published release"
+        ) from None
+    try:
+        manifest = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ReleaseVerificationError(f"{mpath}: not valid JSON (truncated or altered?): {exc}") from None
+    if not isinstance(manifest, dict):
+        raise ReleaseVerificationError(f"{mpath}: must hold a JSON object")
+    for key in ("build_id", "content_digest", "artifacts"):
+        if key not in manifest:
+            raise ReleaseVerificationError(f"{mpath}: missing field {key!r}")
+    if not isinstance(manifest["artifacts"], list):
+        raise ReleaseVerificationError(f"{mpath}: field 'artifacts' must be a list")
+    return manifest, raw
+
+
+def _check_entry(root: Path, entry: Any, field: str) -> Artifact:
+    if not isinstance(entry, Mapping) or set(entry) != {"path", "sha256", "bytes"}:
+        raise ReleaseVerificationError(f"{root / MANIFEST_NAME}: {field} entry {entry!r} must have exactly path, sha256, bytes")
+    rel = entry["path"]
+    p = _rel_path(root, rel)
+    if p.is_symlink():
+        raise ReleaseVerificationError(f"{root}: {rel} is a symlink; releases hold regular files only")
+    if not p.is_file():
+        raise ReleaseVerificationError(f"{root}: {rel} is listed in {MANIFEST_NAME} but missing")
+    sha, size = _sha256_file(p)
+    if size != entry["bytes"]:
+        raise ReleaseVerificationError(f"{root}: {rel} has {size} bytes, {MANIFEST_NAME} says {entry['bytes']}")
+    if sha != entry["sha256"]:
+        raise ReleaseVerificationError(f"{root}: {rel} was changed (sha256 {sha} != {entry['sha256']} in {MANIFEST_NAME})")
+    return {"path": rel, "sha256": sha, "bytes": size}
+
+
+def _verify_dir(path: Path, *, expected_build_id: Optional[str], public_key: Any) -> VerifyReport:
+    path = Path(path)
+    if not path.is_dir():
+        raise ReleaseVerificationError(f"{path}: no such release directory")
+    key_obj = None
+    if public_key is not None:
+        from corpus_assets.domain.release import signing
+
+        if isinstance(public_key, (str, Path)):
+            signing.refuse_key_inside(Path(public_key), path)
+        key_obj = signing.load_public_key(public_key)
+
+    manifest, raw = _load_manifest(path)
+    bid = manifest["build_id"]
+    if expected_build_id is not None and bid != expected_build_id:
+        raise ReleaseVerificationError(f"{path / MANIFEST_NAME}: build_id {bid!r} but the directory is build {expected_build_id}")
+
+    listed: dict[str, Artifact] = {}
+    for entry in manifest["artifacts"]:
+        e = _check_entry(path, entry, "artifacts")
+        if e["path"] in listed or e["path"] in _descriptor_names():
+            raise ReleaseVerificationError(f"{path / MANIFEST_NAME}: artifact {e['path']!r} listed twice or reserved")
+        listed[e["path"]] = e
+    allowed = set(listed) | {MANIFEST_NAME}
+    card = manifest.get("data_card")
+    if card is not None:
+        c = _check_entry(path, card, "data_card")
+        if c["path"] in listed:
+            raise ReleaseVerificationError(f"{path / MANIFEST_NAME}: data card {c['path']!r} is also listed as an artifact")
+        allowed.add(c["path"])
+    sig_path = path / SIGNATURE_NAME
+    signed = sig_path.is_file()
+    if signed:
+        allowed.add(SIGNATURE_NAME)
+    for rel in _list_files(path):
+        if rel not in allowed:
+            raise ReleaseVerificationError(f"{path}: {rel} is not listed in {MANIFEST_NAME} (extra file)")
+
+    recomputed = content_digest_of(listed.values())
+    if recomputed != manifest["content_digest"]:
+        raise ReleaseVerificationError(
+            f"{path / MANIFEST_NAME}: content_digest {manifest['content_digest']} does not match the listed "
+            f"artifacts (recomputed {recomputed})"
+        )
+
+    key_id = None
+    checked = False
+    if key_obj is not None:
+        from corpus_assets.domain.release import signing
+
+        if not signed:
+            raise ReleaseVerificationError(f"{path}: no {SIGNATURE_NAME}, but a public key was given (unsigned release refused)")
+        try:
+            key_id = signing.verify_manifest_signature(raw, sig_path.read_bytes(), key_obj)
+        except signing.SignatureError as exc:
+            raise ReleaseVerificationError(f"{sig_path}: {exc}") from None
+        checked = True
+    elif signed:
+        from corpus_assets.domain.release import signing
+
+        key_id = signing.signature_key_id(sig_path.read_bytes())
+
+    return VerifyReport(
+        path=path,
+        release=manifest.get("release"),
+        build_id=bid,
+        content_digest=recomputed,
+        files=len(listed),
+        bytes=sum(e["bytes"] for e in listed.values()),
+        signed=signed,
+        signature_checked=checked,
+        key_id=key_id,
+    )
+
+
+def verify_release(path: Path, *, public_key: Union[bytes, str, Path, None] = None) -> VerifyReport:
+    """Re-hash every artifact of a release directory against its manifest.
+
+    Refuses (``ReleaseVerificationError`` naming the file) a missing manifest (partial directory),
+    an unreadable manifest, a missing, changed or unlisted file, a content digest that does not
+    match the artifacts, and a manifest whose build id is not the directory's name. With
+    ``public_key`` (a file outside the release, or the key bytes), ``manifest.sig`` is required and
+    checked."""
+    path = Path(path)
+    expected = path.name if _BUILD_ID_RE.fullmatch(path.name) else None
+    return _verify_dir(path, expected_build_id=expected, public_key=public_key)
+
+
+# --- publish ------------------------------------------------------------------------------------
+
+
+def _conflict(
+    release_dir: Path, tmp: Path, bid: str, ours: list[Artifact], our_digest: str, theirs: Optional[dict], why: str
+) -> ReleaseConflictError:
+    diag = release_dir / f".conflict-{bid}-{uuid.uuid4().hex[:12]}"
+    os.rename(tmp, diag)
+    their_entries = {e["path"]: e for e in (theirs or {}).get("artifacts", []) if isinstance(e, Mapping)}
+    our_entries = {e["path"]: e for e in ours}
+    report = {
+        "build_id": bid,
+        "ours": our_digest,
+        "published": (theirs or {}).get("content_digest"),
+        "reason": why,
+        "only_ours": sorted(set(our_entries) - set(their_entries)),
+        "only_published": sorted(set(their_entries) - set(our_entries)),
+        "changed": sorted(p for p in set(our_entries) & set(their_entries) if our_entries[p] != their_entries[p]),
+    }
+    (diag / CONFLICT_REPORT_NAME).write_bytes(canonical_json(report))
+    return ReleaseConflictError(
+        f"release {release_dir.name}: build {bid} is already published with content digest "
+        f"{report['published']} but this build produced {our_digest} ({why}); nothing was published; "
+        f"diagnostics kept in {diag}",
+        build_id=bid,
+        ours=our_digest,
+        theirs=report["published"],
+        diagnostics=diag,
+    )
+
+
+def _compare_with_published(
+    release_dir: Path, target: Path, tmp: Path, bid: str, entries: list[Artifact], digest: str
+) -> None:
+    """Return if ``target`` is a valid copy of the same content; raise ReleaseConflictError otherwise."""
+    try:
+        report = _verify_dir(target, expected_build_id=bid, public_key=None)
+    except ReleaseVerificationError as exc:
+        try:
+            theirs, _ = _load_manifest(target)
+        except ReleaseVerificationError:
+            theirs = None
+        raise _conflict(release_dir, tmp, bid, entries, digest, theirs, f"published copy fails verification: {exc}") from None
+    if report.content_digest != digest:
+        theirs, _ = _load_manifest(target)
+        raise _conflict(release_dir, tmp, bid, entries, digest, theirs, "different content for the same build id")
+
+
+def _set_current(release_dir: Path, bid: str) -> bool:
+    if _read_current(release_dir) == bid:
+        return False
+    atomic_write_text(release_dir / CURRENT_NAME, bid + "\n")
+    return True
+
+
+SigningKeyArg = Union[Literal["env"], None, Any]
+
+
+def publish_release(
+    releases_root: Path,
+    release: str,
+    build_id: str,
+    stage: Callable[[Path], None],
+    make_manifest: Callable[[Path, list[dict]], dict],
+    *,
+    render_card: Optional[Callable[[dict], str]] = None,
+    validate_manifest: Optional[Callable[[dict], dict]] = None,
+    signing_key: SigningKeyArg = "env",
+) -> PublishResult:
+    """Algorithm 18.3: stage, digest, describe, verify, then publish atomically or reuse.
+
+    ``stage(tmp)`` writes the artifacts into ``tmp``; ``make_manifest(tmp, artifacts)`` returns the
+    manifest dict (publish adds ``build_id``, ``content_digest``, ``artifacts`` and, with
+    ``render_card``, ``data_card``); ``validate_manifest(dict) -> dict`` may normalize / validate it
+    (e.g. ``release_manifest.validate_manifest``); ``render_card(manifest) -> str`` writes
+    ``data_card.md``. ``signing_key``: ``"env"`` signs with ``CORPUS_SIGNING_KEY`` when it is set,
+    ``None`` never signs, a private key object signs with it.
+    """
+    validate_release_name(release)
+    bid = validate_build_id(build_id)
+    release_dir = Path(releases_root) / release
+    release_dir.mkdir(parents=True, exist_ok=True)
+    _remove_stale(release_dir)
+    previous = _read_current(release_dir)
+    target = release_dir / bid
+
+    tmp, lock_fd = new_staging_dir(release_dir)
+    try:
+        stage(tmp)
+        files = _list_files(tmp)
+        for reserved in (MANIFEST_NAME, SIGNATURE_NAME):
+            if reserved in files:
+                raise PublishError(f"stage() wrote {reserved}; publish writes it (return fields from make_manifest)")
+        if render_card is not None and DATA_CARD_NAME in files:
+            raise PublishError(f"stage() wrote {DATA_CARD_NAME} and render_card was given; choose one")
+        entries = hash_artifacts(tmp, files, fsync=True)
+        digest = content_digest_of(entries)
+
+        manifest = make_manifest(tmp, [dict(e) for e in entries])
+        if not isinstance(manifest, dict):
+            raise PublishError(f"make_manifest must return a dict, got {type(manifest).__name__}")
+        manifest = dict(manifest)
+        if _list_files(tmp) != files:
+            raise PublishError("make_manifest changed the staged files; only stage() may write artifacts")
+        for key, value in (("build_id", bid), ("content_digest", digest), ("artifacts", entries)):
+            if key in manifest and manifest[key] != value:
+                raise PublishError(f"make_manifest set {key!r} to {manifest[key]!r}; publish computes it ({value!r})")
+            manifest[key] = value
+        if manifest.get("data_card") is not None:
+            raise PublishError("make_manifest set 'data_card'; publish fills it from render_card")
+        manifest.pop("data_card", None)
+        if "release" in manifest and manifest["release"] != release:
+            raise PublishError(f"manifest field 'release' is {manifest['release']!r}, publishing {release!r}")
+        if validate_manifest is not None:
+            manifest = validate_manifest(manifest)
+        if render_card is not None:
+            card = render_card(manifest).encode("utf-8")
+            (tmp / DATA_CARD_NAME).write_bytes(card)
+            sha, size = _sha256_file(tmp / DATA_CARD_NAME, fsync=True)
+            manifest["data_card"] = {"path": DATA_CARD_NAME, "sha256": sha, "bytes": size}
+        manifest_bytes = canonical_json(manifest)
+        with open(tmp / MANIFEST_NAME, "wb") as f:
+            f.write(manifest_bytes)
+            f.flush()
+            os.fsync(f.fileno())
+
+        key = signing_key
+        if isinstance(key, str) and key == "env":
+            from corpus_assets.domain.release import signing
+
+            key = signing.private_key_from_env()
+        if key is not None:
+            from corpus_assets.domain.release import signing
+
+            with open(tmp / SIGNATURE_NAME, "wb") as f:
+                f.write(signing.sign_manifest(manifest_bytes, key))
+                f.flush()
+                os.fsync(f.fileno())
+
+        staged = _verify_dir(tmp, expected_build_id=bid, public_key=None)
+        if staged.content_digest != digest:  # pragma: no cover - a file changed under us
+            raise PublishError(f"{tmp}: staged files changed while publishing")
+        _fsync_tree(tmp)
+
+        reused = False
+        if target.exists():
+            _compare_with_published(release_dir, target, tmp, bid, entries, digest)
+            reused = True
+        else:
+            try:
+                os.rename(tmp, target)
+            except OSError as exc:
+                if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not target.exists():
+                    raise
+                # A concurrent publisher of the same build id won the rename.
+                _compare_with_published(release_dir, target, tmp, bid, entries, digest)
+                reused = True
+            else:
+                _fsync_dir(release_dir)
+        if reused:
+            shutil.rmtree(tmp, ignore_errors=True)
+        updated = _set_current(release_dir, bid)
+        return PublishResult(
+            release=release,
+            build_id=bid,
+            content_digest=digest,
+            path=target,
+            reused=reused,
+            previous=previous,
+            current_updated=updated,
+            signed=(target / SIGNATURE_NAME).is_file(),
+            artifacts=tuple(entries),
+        )
+    finally:
+        if tmp.exists():  # failure before the rename: publish nothing, leave nothing
+            shutil.rmtree(tmp, ignore_errors=True)
+        _unlock(lock_fd)

@@ -1,0 +1,1 @@
+"""dbt-like SQL report models over the layers and the catalog."""

@@ -1,0 +1,390 @@
+"""dbt-like SQL models: one ``.sql`` file = one model, dependencies from its template expressions.
+
+Template forms (nothing else is allowed between ``{{ }}``):
+
+* ``{{ ref('asset') }}`` — an asset's main table; ``{{ ref('asset', 'table') }}`` — another table
+  of it; ``{{ ref('asset', 'manifest') }}`` — one row per current partition version with its
+  manifest (``build_spec_json``, ``extra_json``: the layer's report, targets, policies);
+* ``{{ ref('model') }}`` — another SQL model's stored result;
+* ``{{ catalog('table') }}`` — a control-plane table of ``catalog.duckdb`` (deletion requests,
+  tombstones, release registry, consumption), restricted to ids, statuses, counts and times.
+
+Each ref becomes a DuckDB view over the *current* Parquet versions of every partition, so models
+always read complete versions. A partitioned layer's view carries its partition key as a column
+(``release`` for release layers; ``snapshot`` for snapshot layers, whose tables mostly hold it
+already). Only scalar columns are exposed (never token lists, signatures or raw bytes) and a
+layer may restrict its columns further; owner-only tables (raw bytes, quarantine, private
+references) cannot be referenced. A ref with nothing materialized yet is an *empty* relation with
+the declared columns, and the run says so in its notes — the model still runs.
+
+Catalog rows are copied into Arrow through the caller's reader (``read_catalog_table`` opens the
+catalog with the retrying connection of ``catalog.py``: DuckDB allows one writer process, so a
+plain read-only ATTACH while a sensor writes can fail) and registered as a view.
+
+Errors (parse, resolve, execute) start with ``file:line``.
+"""
+
+from __future__ import annotations
+
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, Optional, Union
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from corpus_assets.domain.storage.catalog import Catalog
+
+_NAME = r"'([A-Za-z0-9_]+)'"
+_REF_RE = re.compile(r"\{\{\s*ref\(\s*" + _NAME + r"\s*(?:,\s*" + _NAME + r"\s*)?\)\s*\}\}")
+_CATALOG_RE = re.compile(r"\{\{\s*catalog\(\s*" + _NAME + r"\s*\)\s*\}\}")
+_ANY_TEMPLATE_RE = re.compile(r"\{\{.*?\}\}", re.S)
+_LINE_RE = re.compile(r"LINE (\d+):")
+_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+
+MANIFEST_TABLE = "manifest"  # the virtual per-partition manifest table of every layer ref
+
+# Control-plane tables a model may read, and exactly what it sees of them: ids, statuses, counts
+# and times. Free text (requester, reason, status_detail, revocation notes, consumption notes) and
+# what a deletion request targets (URI, content digest) never reach a report.
+CATALOG_VIEWS: dict[str, str] = {
+    "deletion_requests": (
+        "SELECT request_id, kind, near_duplicates, near_threshold, received_at, status, generation, updated_at "
+        "FROM deletion_requests"
+    ),
+    "tombstones": "SELECT request_id, generation, scope, record_id, snapshot, source_id, created_at FROM tombstones",
+    "release_registry": (
+        "SELECT release, build_id, content_digest, status, published_at, revoked_at, successor_build_id, "
+        "CAST(coalesce(json_array_length(revocation_json, '$.request_ids'), 0) AS BIGINT) AS revocation_requests, "
+        "CAST(coalesce(json_array_length(revocation_json, '$.affected_runs'), 0) AS BIGINT) AS affected_runs "
+        "FROM release_registry"
+    ),
+    "consumption": "SELECT run_id, release, build_id, consumer, consumed_at FROM consumption",
+}
+
+
+class SqlModelError(ValueError):
+    """A model that cannot be parsed, resolved or executed; the message starts with file:line."""
+
+
+@dataclass(frozen=True)
+class Ref:
+    asset: str
+    table: Optional[str]
+    line: int
+
+
+@dataclass(frozen=True)
+class CatalogRef:
+    table: str
+    line: int
+
+
+@dataclass(frozen=True)
+class SqlModel:
+    name: str
+    path: Path
+    sql: str
+    refs: tuple[Ref, ...]
+    description: str
+    catalog_refs: tuple[CatalogRef, ...] = ()
+
+    @property
+    def upstream(self) -> list[str]:
+        return sorted({r.asset for r in self.refs})
+
+    @property
+    def catalog_tables(self) -> list[str]:
+        return sorted({c.table for c in self.catalog_refs})
+
+
+@dataclass(frozen=True)
+class Relation:
+    """What a ref reads: current Parquet files per partition, or rows held in memory.
+
+    ``schema`` is the declared schema (types of the empty relation and of columns missing from
+    older versions); ``columns`` an allow-list (None: every scalar column); ``partition_column``
+    the name under which each partition's key is exposed (not added when the table has it)."""
+
+    schema: pa.Schema
+    parts: tuple[tuple[str, tuple[Path, ...]], ...] = ()
+    partition_column: Optional[str] = None
+    columns: Optional[tuple[str, ...]] = None
+    rows: Optional[pa.Table] = None
+    note: Optional[str] = None  # why the relation is empty, when the resolver knows better
+
+
+@dataclass
+class ModelRun:
+    table: pa.Table
+    notes: list[str] = field(default_factory=list)
+
+
+# A resolver returns the Relation of a ref (or, the older form, (files, schema)).
+Resolver = Callable[[Ref], Union[Relation, tuple[list[Path], pa.Schema]]]
+# A catalog resolver returns the rows of one CATALOG_VIEWS table (already restricted) and a note
+# (e.g. "catalog.duckdb does not exist yet") or None.
+CatalogResolver = Callable[[str], tuple[pa.Table, Optional[str]]]
+
+
+def _line_of(sql: str, pos: int) -> int:
+    return sql.count("\n", 0, pos) + 1
+
+
+def parse_model(path: Path) -> SqlModel:
+    name = path.stem
+    if not _NAME_RE.fullmatch(name):
+        raise SqlModelError(f"{path}: model name {name!r} must be lowercase letters, digits and '_'")
+    sql = path.read_text(encoding="utf-8")
+    refs, catalog_refs = [], []
+    for m in _ANY_TEMPLATE_RE.finditer(sql):
+        line = _line_of(sql, m.start())
+        ref, cat = _REF_RE.fullmatch(m.group(0)), _CATALOG_RE.fullmatch(m.group(0))
+        if ref:
+            refs.append(Ref(ref.group(1), ref.group(2), line))
+        elif cat:
+            if cat.group(1) not in CATALOG_VIEWS:
+                raise SqlModelError(
+                    f"{path}:{line}: catalog({cat.group(1)!r}): unknown catalog table "
+                    f"(readable: {', '.join(sorted(CATALOG_VIEWS))})"
+                )
+            catalog_refs.append(CatalogRef(cat.group(1), line))
+        else:
+            raise SqlModelError(
+                f"{path}:{line}: unsupported template expression {m.group(0)!r}; "
+                "only ref('...') and catalog('...') are allowed"
+            )
+    if not refs and not catalog_refs:
+        raise SqlModelError(f"{path}:1: a model must read at least one ref('...') or catalog('...')")
+    desc_lines = []
+    for line in sql.splitlines():
+        if line.startswith("--"):
+            desc_lines.append(line[2:].strip())
+        elif line.strip():
+            break
+    return SqlModel(name, path, sql, tuple(refs), " ".join(desc_lines) or f"SQL model {name}", tuple(catalog_refs))
+
+
+def discover_models(folder: Path) -> list[SqlModel]:
+    models = [parse_model(p) for p in sorted(Path(folder).glob("*.sql"))]
+    names = {m.name for m in models}
+    for m in models:
+        if m.name in m.upstream:
+            ref = next(r for r in m.refs if r.asset == m.name)
+            raise SqlModelError(f"{m.path}:{ref.line}: a model cannot ref itself")
+    _check_acyclic(models, names)
+    return models
+
+
+def _check_acyclic(models: list[SqlModel], names: set[str]) -> None:
+    graph = {m.name: [u for u in m.upstream if u in names] for m in models}
+    state: dict[str, int] = {}
+
+    def visit(n: str, stack: list[str]) -> None:
+        if state.get(n) == 1:
+            raise SqlModelError(f"dbt_like_sql: cycle between models: {' -> '.join(stack + [n])}")
+        if state.get(n) == 2:
+            return
+        state[n] = 1
+        for u in graph[n]:
+            visit(u, stack + [n])
+        state[n] = 2
+
+    for n in graph:
+        visit(n, [])
+
+
+def _error_line(message: str, sql: str) -> str:
+    """Line of a DuckDB error: its own LINE marker (parser errors) or where the quoted name occurs."""
+    m = _LINE_RE.search(message)
+    if m:
+        return m.group(1)
+    first = message.splitlines()[0] if message else ""
+    for name in re.findall(r'"([^"]+)"', first):
+        word = re.compile(r"(?<![A-Za-z0-9_])" + re.escape(name) + r"(?![A-Za-z0-9_])")
+        for i, line in enumerate(sql.splitlines(), 1):
+            if word.search(line.split("--", 1)[0]):
+                return str(i)
+    return "?"
+
+
+# --- relations ------------------------------------------------------------------------------
+
+
+def _scalar(t: pa.DataType) -> bool:
+    return not (
+        pa.types.is_nested(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_fixed_size_binary(t)
+    )
+
+
+def exposed_schema(rel: Relation) -> pa.Schema:
+    """The columns a model sees of a relation: allow-listed, scalar, never raw ``content``; plus the
+    partition key column."""
+    names = rel.columns if rel.columns is not None else tuple(rel.schema.names)
+    fields = [rel.schema.field(n) for n in names if n != "content" and _scalar(rel.schema.field(n).type)]
+    if rel.partition_column and rel.partition_column not in {f.name for f in fields}:
+        if rel.partition_column in rel.schema.names:  # the table holds it: keep the stored value
+            fields.append(rel.schema.field(rel.partition_column))
+        else:
+            fields.append(pa.field(rel.partition_column, pa.string()))
+    return pa.schema(fields)
+
+
+def _quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _quote_str(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _create_view(con: duckdb.DuckDBPyConnection, view: str, rel: Relation) -> bool:
+    """Create ``view``; returns False when the relation is empty because nothing is materialized."""
+    schema = exposed_schema(rel)
+    cols = ", ".join(_quote_ident(n) for n in schema.names)
+    con.register(f"{view}__schema", schema.empty_table())
+    if rel.rows is not None:
+        rows = rel.rows.select([n for n in schema.names if n in rel.rows.schema.names])
+        con.register(f"{view}__rows", rows)
+        con.execute(
+            f"CREATE VIEW {view} AS SELECT {cols} FROM "
+            f"(SELECT * FROM {view}__schema UNION ALL BY NAME SELECT * FROM {view}__rows)"
+        )
+        return rel.rows.num_rows > 0 or rel.note is None  # a resolver's note explains an empty set of rows
+    parts = [(key, files) for key, files in rel.parts if files]
+    if not parts:
+        con.execute(f"CREATE VIEW {view} AS SELECT {cols} FROM {view}__schema")
+        return False
+    present: list[str] = []
+    file_part: list[tuple[str, str]] = []
+    for key, files in parts:
+        names = set(pq.read_schema(files[0]).names)  # one version's files share their schema
+        present += [n for n in schema.names if n in names and n not in present]
+        file_part += [(str(p), key) for p in files]
+    pcol = rel.partition_column
+    add_key = pcol is not None and pcol not in present and pcol in schema.names
+    listing = ", ".join(_quote_str(str(p)) for _, files in parts for p in files)
+    data_cols = ", ".join(f"t.{_quote_ident(n)}" for n in present if not (add_key and n == pcol)) or "NULL AS __corpus_none"
+    if add_key:
+        con.register(f"{view}__parts", pa.table({"file": [f for f, _ in file_part], "part": [k for _, k in file_part]}))
+        source = (
+            f"SELECT {data_cols}, p.part AS {_quote_ident(pcol)} "
+            f"FROM read_parquet([{listing}], union_by_name=true, filename='__corpus_file') AS t "
+            f"JOIN {view}__parts AS p ON t.__corpus_file = p.file"
+        )
+    else:
+        source = f"SELECT {data_cols} FROM read_parquet([{listing}], union_by_name=true) AS t"
+    con.execute(
+        f"CREATE VIEW {view} AS SELECT {cols} FROM (SELECT * FROM {view}__schema UNION ALL BY NAME {source})"
+    )
+    return True
+
+
+def _as_relation(value) -> Relation:
+    if isinstance(value, Relation):
+        return value
+    files, schema = value
+    return Relation(schema=schema, parts=(("", tuple(files)),))
+
+
+def _ref_text(ref: Ref) -> str:
+    return f"ref('{ref.asset}'" + (f", '{ref.table}'" if ref.table else "") + ")"
+
+
+def _render(sql: str, pattern: re.Pattern, view: str) -> str:
+    # keep the line structure: a template spanning lines leaves its newlines behind
+    return pattern.sub(lambda m: view + "\n" * m.group(0).count("\n"), sql)
+
+
+def run_model(model: SqlModel, resolve: Resolver, resolve_catalog: Optional[CatalogResolver] = None) -> ModelRun:
+    """Render the model's templates into DuckDB views and run it; notes say which inputs were empty."""
+    con = duckdb.connect()
+    notes: list[str] = []
+    try:
+        rendered = model.sql
+        for ref in sorted(set(model.refs), key=lambda r: (r.asset, r.table or "", r.line)):
+            view = f"ref__{ref.asset}__{ref.table or 'main'}"
+            pattern = re.compile(
+                r"\{\{\s*ref\(\s*'" + re.escape(ref.asset) + r"'\s*"
+                + (r",\s*'" + re.escape(ref.table) + r"'\s*" if ref.table else "")
+                + r"\)\s*\}\}"
+            )
+            if view not in {v[0] for v in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}:
+                try:
+                    rel = _as_relation(resolve(ref))
+                except (KeyError, PermissionError, FileNotFoundError) as exc:
+                    msg = exc.args[0] if exc.args else str(exc)
+                    raise SqlModelError(f"{model.path}:{ref.line}: {_ref_text(ref)}: {msg}") from None
+                if not _create_view(con, view, rel):
+                    notes.append(rel.note or f"{_ref_text(ref)}: nothing materialized yet (no current version of any "
+                                             f"partition of {ref.asset}); read as an empty table")
+            rendered = _render(rendered, pattern, view)
+        for cref in sorted(set(model.catalog_refs), key=lambda c: (c.table, c.line)):
+            view = f"catalog__{cref.table}"
+            pattern = re.compile(r"\{\{\s*catalog\(\s*'" + re.escape(cref.table) + r"'\s*\)\s*\}\}")
+            if view not in {v[0] for v in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}:
+                if resolve_catalog is None:
+                    raise SqlModelError(f"{model.path}:{cref.line}: catalog('{cref.table}'): no catalog is configured")
+                try:
+                    rows, note = resolve_catalog(cref.table)
+                except (KeyError, PermissionError, FileNotFoundError, duckdb.Error) as exc:
+                    raise SqlModelError(f"{model.path}:{cref.line}: catalog('{cref.table}'): {exc}") from None
+                _create_view(con, view, Relation(schema=rows.schema, rows=rows))
+                if note:
+                    notes.append(f"catalog('{cref.table}'): {note}")
+            rendered = _render(rendered, pattern, view)
+        try:
+            table = con.sql(rendered).to_arrow_table()
+        except duckdb.Error as exc:
+            msg = str(exc)
+            first = msg.strip().splitlines()[0] if msg.strip() else type(exc).__name__
+            raise SqlModelError(f"{model.path}:{_error_line(msg, model.sql)}: {first}") from None
+        return ModelRun(table, sorted(set(notes)))
+    finally:
+        con.close()
+
+
+def render_and_run(model: SqlModel, resolve: Resolver, resolve_catalog: Optional[CatalogResolver] = None) -> pa.Table:
+    return run_model(model, resolve, resolve_catalog).table
+
+
+# --- catalog --------------------------------------------------------------------------------
+
+
+@contextmanager
+def _memory_connection() -> Iterator[duckdb.DuckDBPyConnection]:
+    conn = duckdb.connect()
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def read_catalog_table(catalog: Optional[Catalog], table: str) -> pa.Table:
+    """The rows of ``CATALOG_VIEWS[table]`` as Arrow, copied out in one short transaction (the
+    catalog's retrying connection waits while another process writes). ``catalog=None`` gives the
+    empty table with the same columns (no catalog file yet)."""
+    if table not in CATALOG_VIEWS:
+        raise KeyError(f"unknown catalog table {table!r} (readable: {', '.join(sorted(CATALOG_VIEWS))})")
+    cat = catalog if catalog is not None else Catalog(_memory_connection)
+    with cat.transaction() as conn:
+        return conn.sql(CATALOG_VIEWS[table]).to_arrow_table()
+
+
+def catalog_resolver(path: Path | str) -> CatalogResolver:
+    """Resolve ``catalog('table')`` against the catalog file at ``path``; a missing file reads as
+    empty tables with a note (reports never create the catalog)."""
+    path = Path(path)
+
+    def resolve(table: str) -> tuple[pa.Table, Optional[str]]:
+        if not path.is_file():
+            return read_catalog_table(None, table), f"{path.name} does not exist yet; read as an empty table"
+        return read_catalog_table(Catalog.at(path), table), None
+
+    return resolve

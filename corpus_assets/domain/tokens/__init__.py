@@ -1,0 +1,1 @@
+"""Splits (salted group hash), the frozen release tokenizer and the content-addressed token views of a release."""

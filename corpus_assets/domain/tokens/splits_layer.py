@@ -1,0 +1,76 @@
+"""The ``splits`` layer of a release: every record gets a leakage group and a split.
+
+The leakage group is the declared group joined with the near-duplicate components of
+``dedup_clusters``; the split comes from the salted group hash (``splits.assign``). ``previous``
+keeps an earlier assignment when one is given (published splits never move).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import pyarrow as pa
+
+from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion, TableSpec
+from corpus_assets.domain.tokens.splits import SplitPolicy, assign, leakage_groups, split_policy_version, unit_interval
+
+DEDUP_ASSET = "dedup_clusters"
+CURATED_ASSET = "curated_records"
+SPLITS_ASSET = "splits"
+SPLITS_LAYER_CODE_VERSION = "release-layers-1"
+
+ASSIGNMENTS_SCHEMA = pa.schema(
+    [
+        ("record_id", pa.string()),
+        ("source_id", pa.string()),
+        ("snapshot", pa.string()),
+        ("kept", pa.bool_()),  # representative after dedup (what training uses)
+        ("group_key", pa.string()),
+        ("u", pa.float64()),
+        ("split", pa.string()),  # null when quarantined by a split conflict
+    ]
+)
+SPLITS_TABLES = {"assignments": TableSpec(ASSIGNMENTS_SCHEMA)}
+
+
+def build_splits(
+    store: LayerStore,
+    release: str,
+    policy: SplitPolicy,
+    *,
+    dedup: LayerVersion,
+    previous: Optional[dict[str, str]] = None,
+) -> tuple[LayerVersion, dict]:
+    clusters = dedup.read_table("clusters").to_pylist()
+    # declared groups come from the curated records of each snapshot the release used
+    declared: dict[str, str] = {}
+    for snap in sorted({c["snapshot"] for c in clusters}):
+        cur = store.require_current(CURATED_ASSET, snap)
+        for b in cur.iter_batches("records", columns=["record_id", "group_id"]):
+            declared.update(zip(b.column(0).to_pylist(), b.column(1).to_pylist()))
+    ids = [c["record_id"] for c in clusters]
+    keys = leakage_groups(ids, [declared.get(i) for i in ids], [c["group_id"] for c in clusters])
+    result = assign(ids, keys, policy, previous=previous)
+    rows = [
+        {
+            "record_id": c["record_id"],
+            "source_id": c["source_id"],
+            "snapshot": c["snapshot"],
+            "kept": c["kind"] == "representative",
+            "group_key": k,
+            "u": unit_interval(k, policy.salt),
+            "split": result.split.get(c["record_id"]),
+        }
+        for c, k in zip(clusters, keys)
+    ]
+    report = result.report()
+    spec = {
+        "code_version": SPLITS_LAYER_CODE_VERSION,
+        "policy_version": split_policy_version(policy),
+        "dedup_version": dedup.content_digest,
+    }
+    with store.new_version(SPLITS_ASSET, release, SPLITS_TABLES, spec) as w:
+        w.write("assignments", rows)
+        version = w.commit(extra_manifest={"report": {k: v for k, v in report.items() if k != "quarantined"},
+                                           "quarantined": len(result.quarantined)})
+    return version, report
