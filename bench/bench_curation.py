@@ -165,18 +165,12 @@ class _StageTimer:
         return timed
 
 
-class _TimedIndex:
-    """Stands in for the ContaminationIndex in ``_curate_one`` and times ``match``."""
-
-    def __init__(self, index, timer: _StageTimer):
-        self._index = index
-        self.match = timer.wrap("decontam: ContaminationIndex.match", index.match)
 
 
 def make_corpus_side(bench_dir: Path, stage_timer: _StageTimer | None = None):
     from corpus_assets.domain.curate import curated_layer as cl
     from corpus_assets.domain.curate.config import CurationConfig
-    from corpus_assets.domain.curate.decontam.detector import ContaminationIndex, DecontamConfig
+    from corpus_assets.domain.curate.decontam import ContaminationIndex, DecontamConfig
     from corpus_assets.domain.curate.decontam.eval_registry import build_registry
 
     files = [bench_dir / f"{b}.jsonl" for b in REGISTRY_BENCHMARKS]
@@ -212,7 +206,11 @@ def make_corpus_side(bench_dir: Path, stage_timer: _StageTimer | None = None):
             ("_with_payload", "rest: _with_payload (modified record, new digests)"),
         ):
             setattr(cl, name, stage_timer.wrap(label, getattr(cl, name)))
-        index = _TimedIndex(index, stage_timer)
+        from corpus_assets.domain.curate.decontam import Decontaminator
+
+        # the production decision, timed where curation calls it (class attribute: _curate_one
+        # builds its Decontaminator per record)
+        Decontaminator.decide = stage_timer.wrap("decontam: Decontaminator.decide", Decontaminator.decide)
 
     def prepare(rows: list[dict]) -> list[dict]:
         return rows  # _curate_one reads the canonical layer's rows as they are

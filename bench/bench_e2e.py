@@ -110,13 +110,13 @@ def _step_times(instance, run_id: str) -> dict[str, list[float]]:
 
 
 def _snapshot_counts(store, key: str) -> dict:
-    from corpus_assets.domain.canonical.canonical_layer import CANONICAL_ASSET
-    from corpus_assets.domain.ingest.capture import RAW_ASSET
-    from corpus_assets.domain.curate.curated_layer import CURATED_ASSET
+    from corpus_assets.domain.layers.registry import CANONICAL_RECORDS
+    from corpus_assets.domain.layers.registry import RAW_SNAPSHOT
+    from corpus_assets.domain.layers.registry import CURATED_RECORDS
 
-    raw = store.require_current(RAW_ASSET, key)
-    can = store.require_current(CANONICAL_ASSET, key).manifest.get("outcomes", {})
-    cur = store.require_current(CURATED_ASSET, key).manifest.get("outcomes", {})
+    raw = store.require_current(RAW_SNAPSHOT, key)
+    can = store.require_current(CANONICAL_RECORDS, key).manifest.get("outcomes", {})
+    cur = store.require_current(CURATED_RECORDS, key).manifest.get("outcomes", {})
     sig = store.require_current("minhash_signatures", key)
     raw_bytes = sum(f["bytes"] for f in raw.manifest["tables"]["items"]["files"])
     return {"raw_items": raw.row_count("items"), "raw_stored_bytes": raw_bytes, "canonical": can,

@@ -83,13 +83,15 @@ def make_release(home: Path, records: int, tokens: int) -> None:
     import pyarrow as pa
 
     from corpus_assets.domain.storage.layer_store import LayerStore
-    from corpus_assets.domain.pack.mixture_layer import MIXTURE_ASSET, MIXTURE_TABLES
-    from corpus_assets.domain.tokens.token_views_layer import TOKEN_VIEWS_ASSET, TOKEN_VIEWS_TABLES, VIEWS_SCHEMA
+    from corpus_assets.domain.pack.mixture_layer import MIXTURE_TABLES
+    from corpus_assets.domain.layers.registry import MIXTURE_PLAN
+    from corpus_assets.domain.tokens.token_views_layer import TOKEN_VIEWS_TABLES, VIEWS_SCHEMA
+    from corpus_assets.domain.layers.registry import TOKEN_VIEWS
 
     store = LayerStore(home)
     rng = np.random.default_rng(7)
     batch = 1000
-    with store.new_version(TOKEN_VIEWS_ASSET, "bench", TOKEN_VIEWS_TABLES, {"bench": True}) as w:
+    with store.new_version(TOKEN_VIEWS, "bench", TOKEN_VIEWS_TABLES, {"bench": True}) as w:
         for lo in range(0, records, batch):
             n = min(batch, records - lo)
             ids = rng.integers(1, 50_000, size=n * tokens, dtype=np.int32)
@@ -111,7 +113,7 @@ def make_release(home: Path, records: int, tokens: int) -> None:
             w.write("views", t)
         w.commit()
     order = rng.permutation(records)
-    with store.new_version(MIXTURE_ASSET, "bench", MIXTURE_TABLES, {"spec": {"key": "source"}}) as w:
+    with store.new_version(MIXTURE_PLAN, "bench", MIXTURE_TABLES, {"spec": {"key": "source"}}) as w:
         w.write("plan", pa.table({
             "position": pa.array(np.arange(records, dtype=np.int64)),
             "record_id": [f"src:{i:08d}" for i in order], "source": ["src"] * records,

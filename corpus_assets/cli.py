@@ -7,6 +7,9 @@
     corpus cache prune          object-store data root: drop cached versions the store no longer
                                 holds and apply revocations to cached release builds
     corpus releases [NAME]      the release registry: published / superseded / revoked versions
+    corpus releases check [NAME|FILE]
+                                check release specs (one, or every releases/*.yaml): OK or one line
+                                per problem (file: field: message); exit 1 if any is invalid
     corpus verify RELEASE|DIR   re-hash a published release against its manifest (and signature)
     corpus consume RELEASE --run-id ID [--build-id B] [--consumer WHO]
                                 record that a training run consumed a release version
@@ -182,6 +185,10 @@ def _cmd_consume(args) -> int:
 
 
 def _cmd_releases(args) -> int:
+    if args.name == "check":
+        return _check_release_specs(args.target)
+    if args.target is not None:
+        raise ValueError(f"unexpected argument {args.target!r} (to check a spec: corpus releases check {args.target})")
     from corpus_assets.domain.release.registry import registry
 
     rows = registry(_catalog(), args.name)
@@ -191,6 +198,57 @@ def _cmd_releases(args) -> int:
         extra = f" -> {r['successor_build_id'][:16]}" if r.get("successor_build_id") else ""
         print(f"{r['release']:<16} {r['build_id'][:16]} {r['status']:<10} {r['published_at']} {r['path']}{extra}")
     return 0
+
+
+def _shown(path) -> str:
+    """``path`` relative to the working directory when it is below it (``releases/demo.yaml``)."""
+    from pathlib import Path
+
+    path = Path(path)
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _check_release_specs(target: str | None) -> int:
+    """``corpus releases check [NAME|FILE]``: ``OK <file>`` per valid spec, one ``<file>: <field>:
+    <message>`` line per problem otherwise; 1 if any spec is invalid (or not found)."""
+    from pathlib import Path
+
+    from corpus_assets.domain.core.settings import releases_dir
+    from corpus_assets.domain.release.spec import load_release_spec
+
+    folder = releases_dir()
+    if target is None:
+        if not folder.is_dir():
+            print(f"{_shown(folder)}: no such releases folder (set CORPUS_RELEASES)")
+            return 1
+        paths = sorted(folder.glob("*.yaml"))
+        if not paths:
+            print(f"{_shown(folder)}: no release specs (releases/<name>.yaml)")
+            return 0
+    elif target.endswith((".yaml", ".yml")) or "/" in target or Path(target).is_file():
+        paths = [Path(target)]  # a file, checked wherever it is (a missing one is reported below)
+    else:
+        path = folder / f"{target}.yaml"
+        if not path.is_file():
+            known = sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+            print(f"{_shown(path)}: unknown release {target!r}: no such spec "
+                  f"(known releases: {', '.join(known) or 'none'})")
+            return 1
+        paths = [path]
+    invalid = 0
+    for path in paths:
+        try:
+            load_release_spec(path)
+        except ConfigError as exc:
+            invalid += 1
+            for line in exc.problem_lines(_shown(path)):
+                print(line)
+        else:
+            print(f"OK {_shown(path)}")
+    return 1 if invalid else 0
 
 
 def _cmd_delete(args) -> int:
@@ -247,8 +305,12 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("cache", help="object-store data root: prune the local cache (see docs/operations.md)")
     p.add_argument("action", choices=["prune"])
     p.set_defaults(func=_cmd_cache)
-    p = sub.add_parser("releases", help="list the release registry")
-    p.add_argument("name", nargs="?", default=None)
+    p = sub.add_parser("releases", help="list the release registry; `releases check [NAME|FILE]` checks release specs",
+                       description="corpus releases [NAME]: the release registry. corpus releases check [NAME|FILE]: "
+                                   "check one release spec (by release name or file) or every releases/*.yaml; "
+                                   "exit 1 if any is invalid.")
+    p.add_argument("name", nargs="?", default=None, help="a release name, or `check`")
+    p.add_argument("target", nargs="?", default=None, help="with check: a release name or a spec file (default: all)")
     p.set_defaults(func=_cmd_releases)
     p = sub.add_parser("verify", help="re-hash a published release against its manifest")
     p.add_argument("release", help="release name (its CURRENT version), NAME@BUILD_ID, or a release directory")

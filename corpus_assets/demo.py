@@ -14,9 +14,7 @@ from datetime import datetime, timezone
 
 import dagster as dg
 
-from corpus_assets.domain.canonical.canonical_layer import CANONICAL_ASSET
-from corpus_assets.domain.ingest.capture import RAW_ASSET
-from corpus_assets.domain.curate.curated_layer import CURATED_ASSET
+from corpus_assets.domain.layers.registry import CANONICAL_RECORDS, CURATED_RECORDS, RAW_SNAPSHOT
 from corpus_assets.domain.demo.inputs import write_demo_inputs
 from corpus_assets.domain.core.keys import snapshot_key
 from corpus_assets.domain.demo.pydoc_server import free_port, port_is_free, pydoc_server
@@ -103,9 +101,9 @@ def run_demo(port: int | None = None, echo=print) -> dict:
     rows = []
     curated = {}
     for key in new_keys:
-        raw = store.require_current(RAW_ASSET, key)
-        can = store.require_current(CANONICAL_ASSET, key)
-        cur = store.require_current(CURATED_ASSET, key).manifest.get("outcomes", {})
+        raw = store.require_current(RAW_SNAPSHOT, key)
+        can = store.require_current(CANONICAL_RECORDS, key)
+        cur = store.require_current(CURATED_RECORDS, key).manifest.get("outcomes", {})
         o = can.manifest.get("outcomes", {})
         rows.append((key, raw.row_count("items"), o.get("accepted", 0), o.get("rejected", 0), o.get("quarantined", 0)))
         curated[key] = (cur.get("accepted", 0), cur.get("rejected", 0), cur.get("quarantined", 0))
@@ -149,9 +147,9 @@ def run_demo(port: int | None = None, echo=print) -> dict:
         echo(f"local root (CORPUS_LOCAL): {home}")
     else:
         echo(f"data root (CORPUS_HOME): {home}")
-    echo(f"  raw snapshots:     {store.layers_root / RAW_ASSET}  (owner-only)")
-    echo(f"  canonical records: {store.layers_root / CANONICAL_ASSET}")
-    echo(f"  curated records:   {store.layers_root / CURATED_ASSET}")
+    echo(f"  raw snapshots:     {store.layers_root / RAW_SNAPSHOT}  (owner-only)")
+    echo(f"  canonical records: {store.layers_root / CANONICAL_RECORDS}")
+    echo(f"  curated records:   {store.layers_root / CURATED_RECORDS}")
     echo(f"  eval registry:     {store.layers_root / 'eval_registry'}  (owner-only)")
     echo(f"  signatures:        {store.layers_root / 'minhash_signatures'}")
     echo(f"  dedup clusters:    {store.layers_root / 'dedup_clusters' / 'demo'}")

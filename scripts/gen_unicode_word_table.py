@@ -3,7 +3,7 @@
 The table lists the word characters that ``str.isalnum()`` misses (marks and compatibility
 characters, CJK excepted) — see ``decontam.compute_extra_word_ranges``. Computing it scans all
 1.1M code points (~2 s); shipping it makes every new worker process start that much faster.
-tests/test_decontam.py fails when the shipped table differs from the computation.
+tests/unit/test_decontam.py fails when the shipped table differs from the computation.
 
     .venv/bin/python scripts/gen_unicode_word_table.py
 """
@@ -11,9 +11,9 @@ tests/test_decontam.py fails when the shipped table differs from the computation
 import unicodedata
 from pathlib import Path
 
-from corpus_assets.domain.curate.decontam.detector import compute_extra_word_ranges
+from corpus_assets.domain.curate.decontam.normalize import compute_extra_word_ranges
 
-TARGET = Path(__file__).resolve().parents[1] / "corpus_assets" / "domain" / "unicode_word_table.py"
+TARGET = Path(__file__).resolve().parents[1] / "corpus_assets" / "domain" / "curate" / "decontam" / "unicode_word_table.py"
 
 
 def main() -> None:

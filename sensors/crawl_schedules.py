@@ -10,7 +10,8 @@ from datetime import datetime, timezone
 
 import dagster as dg
 
-from corpus_assets.domain.ingest.capture import RAW_ASSET, capture_snapshot
+from corpus_assets.domain.ingest.capture import capture_snapshot
+from corpus_assets.domain.layers.registry import RAW_SNAPSHOT
 from corpus_assets.domain.core.keys import snapshot_key
 from corpus_assets.partitions import snapshots_partitions
 from corpus_assets.assets.ingestion.raw_snapshot import commit_capture_to_catalog
@@ -46,7 +47,7 @@ def build_capture_schedule(source_id: str, cron: str, kind: str) -> dg.ScheduleD
         when = context.scheduled_execution_time or datetime.now(timezone.utc)
         key = snapshot_key(source.id, when.astimezone(timezone.utc))
         store = storage.store()
-        if context.instance.has_dynamic_partition(snapshots_partitions.name, key) or store.current(RAW_ASSET, key):
+        if context.instance.has_dynamic_partition(snapshots_partitions.name, key) or store.current(RAW_SNAPSHOT, key):
             return dg.SkipReason(f"snapshot {key} already exists")
         previous = catalog.catalog().crawl_state(source.id) if source.kind == "http_crawl" else None
         result = capture_snapshot(

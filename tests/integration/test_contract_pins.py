@@ -131,7 +131,7 @@ def policy_digests(monkeypatch) -> dict:
     from corpus_assets.domain.canonical import canonicalize
     from corpus_assets.domain.curate.curated_layer import curation_policy_version
     from corpus_assets.domain.curate.config import CurationConfig, load_curation
-    from corpus_assets.domain.curate.decontam.detector import DecontamConfig, decontam_policy_version
+    from corpus_assets.domain.curate.decontam import DecontamConfig, decontam_policy_version
     from corpus_assets.domain.dedup.clusters_layer import ReleaseDedupPolicy
     from corpus_assets.domain.dedup.signatures_layer import load_dedup_file
     from corpus_assets.domain.curate.decontam.eval_registry import EvalRegistry
@@ -140,7 +140,7 @@ def policy_digests(monkeypatch) -> dict:
     from corpus_assets.domain.pack.mixture import MixtureSpec, mixture_spec_version
     from corpus_assets.domain.pack.packing import PackingPolicy, packing_policy_version
     from corpus_assets.domain.curate.pii import PiiConfig, pii_policy_version
-    from corpus_assets.domain.curate.quality.filters import FILTER_ORDER, QualityConfig, filter_version, quality_policy_version
+    from corpus_assets.domain.curate.quality import FILTER_ORDER, QualityConfig, filter_version, quality_policy_version
     from corpus_assets.domain.release.spec import load_release_spec
     from corpus_assets.domain.ingest.sources_config import CanonicalPolicy
     from corpus_assets.domain.tokens.splits import SplitPolicy, split_policy_version
@@ -169,14 +169,14 @@ def policy_digests(monkeypatch) -> dict:
         "mixture": mixture_spec_version(MixtureSpec(unit="documents", alpha=1.0, budget=100)),
         "packing": packing_policy_version(PackingPolicy(seq_len=2048)),
         # what the build spec embeds for the shipped demo release (its part of every demo build id)
-        "demo_release_spec": canonical_digest(load_release_spec(project / "releases" / "demo.yaml").model_dump(mode="json")),
+        "demo_release_spec": canonical_digest(load_release_spec(project / "releases" / "demo.yaml").as_written()),
     }
 
 
 def reason_catalogue() -> dict:
     from corpus_assets.domain.pack import packing
     from corpus_assets.domain.tokens import token_views
-    from corpus_assets.domain.curate.quality.filters import REASON_CODES
+    from corpus_assets.domain.curate.quality import REASON_CODES
     from corpus_assets.domain.core.reasons import OUTCOME_OF, Reason
 
     return {

@@ -126,16 +126,23 @@ def test_rebuild_in_a_fresh_home_gives_the_same_shard_bytes(corpus_env, tmp_path
     assert a == b and a
 
 
-BAD = [
-    ("mixture: {unit: documents, weights: {site_docs: 0.5, site_chat: 0.4}, budget: 10}\n", "mixture_plan", "weights must sum to 1"),
-    ("mixture: {unit: documents, alpha: 1.5, budget: 10}\n", "mixture_plan", "alpha"),
-    ("mixture: {unit: documents, weights: {site_docs: 0.5, web: 0.5}, budget: 10}\n", "mixture_plan", "unknown source(s) ['web']"),
-    ("mixture: {unit: documents, alpha: 0.5, budget: {tokens: 1000}}\n", "mixture_plan", "budget"),
+# refused when the spec is read: the first step that reads it (dedup_clusters) fails naming the
+# file and the field, and nothing is built (the release_specs sensor never registers such a spec)
+BAD_SPECS = [
+    ("mixture: {unit: documents, weights: {site_docs: 0.5, site_chat: 0.4}, budget: 10}\n", "mixture.weights", "weights must sum to 1"),
+    ("mixture: {unit: documents, alpha: 1.5, budget: 10}\n", "mixture.alpha", "alpha"),
+    ("mixture: {unit: documents, weights: {site_docs: 0.5, web: 0.5}, budget: 10}\n", "mixture.weights", "unknown source(s) ['web']"),
+    ("mixture: {unit: documents, alpha: 0.5, budget: {tokens: 1000}}\n", "mixture.budget", "Input should be a valid integer"),
+    ("packing: {seq_len: 128}\nshards: {positions: 100}\n", "shards.positions", "shard_positions (S=100) must be >= seq_len (T=128)"),
+    ("packing: {seq_len: 128, mode: atomic, boundary: none}\n", "packing", "boundary='none' is only allowed with mode='stream'"),
+    ("packing: {seq_len: 128, boundary: bos}\n", "packing.bos_token", "boundary is 'bos' but no bos_token is named"),
+    ("packing: {seq_len: '128x'}\n", "packing.seq_len", "Input should be a valid integer"),
+    ("packng: {seq_len: 128}\n", "packng", "Extra inputs are not permitted"),
+]
+# valid specs whose problem only the data or the tokenizer can show: the step that sees it fails
+BAD_INPUT = [
     ("mixture: {unit: documents, weights: {site_docs: 0.5, site_chat: 0.3, site_short: 0.2}, budget: 10}\n",
      "mixture_plan", "source 'site_short' has no records"),
-    ("packing: {seq_len: 128}\nshards: {positions: 100}\n", "packed_shards", "shard_positions (S=100) must be >= seq_len (T=128)"),
-    ("packing: {seq_len: 128, mode: atomic, boundary: none}\n", "packed_shards", "boundary='none' is only allowed with mode='stream'"),
-    ("packing: {seq_len: 128, boundary: bos}\n", "packed_shards", "packing.bos_token"),
     ("packing: {seq_len: 128, pad_token: '<|nope|>'}\n", "packed_shards", "packing.pad_token '<|nope|>' is not in the tokenizer"),
 ]
 
@@ -154,9 +161,19 @@ def test_bad_mixture_and_packing_input_fails_the_right_step_naming_the_field(cor
     defs = build_definitions()
     with dg.instance_for_test() as instance:
         build_snapshots(defs, instance, sources=("site_docs", "site_chat", "site_short"))
-        for body, step, words in BAD:
-            (rel / "r1.yaml").write_text("name: r1\nsnapshots: {sources: [site_docs, site_chat, site_short]}\n"
-                                         + SPLIT + PAD_TOKENIZER + body)
+        head = "name: r1\nsnapshots: {sources: [site_docs, site_chat, site_short]}\n" + SPLIT + PAD_TOKENIZER
+        for body, field, words in BAD_SPECS:
+            (rel / "r1.yaml").write_text(head + body)
+            result = run_release(defs, instance, raise_on_error=False)
+            assert not result.success, body
+            failed = [ev.step_key for ev in result.all_events if ev.event_type_value == "STEP_FAILURE"]
+            assert failed == ["dedup_clusters"], (body, failed)
+            assert not [ev for ev in result.all_events if ev.event_type_value == "ASSET_MATERIALIZATION"], body
+            message = step_failure(result)
+            assert f"releases/r1.yaml: invalid configuration\n  {field}: " in message, (body, message)
+            assert words in message, (body, message)
+        for body, step, words in BAD_INPUT:
+            (rel / "r1.yaml").write_text(head + body)
             result = run_release(defs, instance, raise_on_error=False)
             assert not result.success, body
             failed = [ev.step_key for ev in result.all_events if ev.event_type_value == "STEP_FAILURE"]

@@ -152,13 +152,20 @@ def test_same_spec_and_inputs_give_identical_splits_tokenizer_and_views(corpus_e
     assert digests[0] == digests[1]
 
 
-BAD_RELEASES = [
-    ("split: {fractions: [0.6, 0.5, -0.1]}\n" + TOKENIZER, "splits", "fractions"),
-    ("split: {boundaries: [0.5, 0.4, 1.0]}\n" + TOKENIZER, "splits", "boundaries"),
-    ("tokenizer: {path: /nonexistent/tokenizer.json}\n", "tokenizer", "/nonexistent/tokenizer.json: no such file"),
+# refused when the spec is read: the first step that reads it (dedup_clusters) fails naming the
+# file and the field, and nothing is built (the release_specs sensor never registers such a spec)
+BAD_SPECS = [
+    ("split: {fractions: [0.6, 0.5, -0.1]}\n" + TOKENIZER, "split.fractions", "fractions[2] = -0.1 is outside (0, 1]"),
+    ("split: {boundaries: [0.5, 0.4, 1.0]}\n" + TOKENIZER, "split.boundaries", "boundaries must be strictly increasing"),
+    ("tokenizer: {path: /nonexistent/tokenizer.json}\n", "tokenizer.path", "/nonexistent/tokenizer.json: no such file"),
+    ("tokenizer: {path: tokenizer.json}\n", "tokenizer.path", "releases/tokenizer.json: no such file (a relative path is read from the releases folder"),
+    (TOKENIZER + "token_views: {chat_template: chatml-9}\n", "token_views.chat_template", "Input should be 'chatml-1'"),
+    (TOKENIZER + "token_views: {max_tokens: 0}\n", "token_views.max_tokens", "Input should be greater than or equal to 1"),
+    (TOKENIZER + "token_view: {max_tokens: 10}\n", "token_view", "Extra inputs are not permitted"),
+]
+# a valid spec whose tokenizer file only the tokenizer step reads: that step fails, clearly
+BAD_INPUT = [
     ("tokenizer: {path: BROKEN}\n", "tokenizer", "invalid JSON"),
-    (TOKENIZER + "token_views: {chat_template: chatml-9}\n", "token_views", "token_views: invalid configuration\n  chat_template: Input should be 'chatml-1'"),
-    (TOKENIZER + "token_views: {max_tokens: 0}\n", "token_views", "max_tokens: Input should be greater than or equal to 1"),
 ]
 
 
@@ -171,9 +178,19 @@ def test_bad_release_input_fails_the_right_step_with_a_clear_error(corpus_env, t
     defs = build_definitions()
     with dg.instance_for_test() as instance:
         _snapshots(defs, instance)
-        for body, step, words in BAD_RELEASES:
-            (rel / "r1.yaml").write_text("name: r1\nsnapshots: {sources: [site_docs, site_chat]}\n"
-                                         + body.replace("BROKEN", str(broken)))
+        head = "name: r1\nsnapshots: {sources: [site_docs, site_chat]}\n"
+        for body, field, words in BAD_SPECS:
+            (rel / "r1.yaml").write_text(head + body)
+            result = _release(defs, instance, raise_on_error=False)
+            assert not result.success
+            failed = [ev.step_key for ev in result.all_events if ev.event_type_value == "STEP_FAILURE"]
+            assert failed == ["dedup_clusters"], (body, failed)
+            assert not [ev for ev in result.all_events if ev.event_type_value == "ASSET_MATERIALIZATION"], body
+            message = _failure(result)
+            assert f"releases/r1.yaml: invalid configuration\n  {field}: " in message, (body, message)
+            assert words in message, (body, message)
+        for body, step, words in BAD_INPUT:
+            (rel / "r1.yaml").write_text(head + body.replace("BROKEN", str(broken)))
             result = _release(defs, instance, raise_on_error=False)
             assert not result.success
             failed = [ev.step_key for ev in result.all_events if ev.event_type_value == "STEP_FAILURE"]

@@ -1,4 +1,4 @@
-"""Decontamination (issue 3): the evaluation registry and n-gram containment matching.
+"""Decontamination: the evaluation registry, n-gram containment matching, the per-record decision.
 
 The registry used here is written by the tests: a few QA, maths and code items in the
 benchmark JSONL format, plus a family of items sharing instruction boilerplate.
@@ -14,18 +14,19 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from corpus_assets.domain.curate.decontam.detector import (
+from corpus_assets.domain.curate.decontam import (
     DEFAULT_PLACEHOLDER,
-    REASON_EVAL_CONTAMINATION,
+    REASON_BENCHMARK_MATCH,
+    REASON_MASKED,
     ContaminationIndex,
     ContaminationReport,
     DecontamConfig,
     Decontaminator,
-    _ngram_hashes,
-    _token_hashes,
     decontam_policy_version,
     mask_spans,
+    ngram_hashes,
     normalize_tokens,
+    token_hashes,
     tokenize_with_offsets,
 )
 from corpus_assets.domain.curate.decontam.eval_registry import (
@@ -293,7 +294,7 @@ def test_normalization_is_the_same_on_both_sides_and_keeps_offsets():
 def test_token_regexes_agree_with_the_definition_on_every_code_point():
     """The fast BMP pattern and the full pattern define the same token characters as
     ``_is_word_char`` / ``_is_cjk``, for every Unicode code point (surrogates excluded)."""
-    from corpus_assets.domain.curate.decontam.detector import _is_cjk, _is_word_char, _unicode_token_res
+    from corpus_assets.domain.curate.decontam.normalize import _is_cjk, _is_word_char, _unicode_token_res
 
     res = _unicode_token_res()
     bad = []
@@ -312,7 +313,7 @@ def test_token_regexes_agree_with_the_definition_on_every_code_point():
 
 
 # ------------------------------------------------------------------------------------------------
-# containment vs Jaccard (the seed's point)
+# containment vs Jaccard
 
 
 def test_question_embedded_in_long_page_is_caught_though_jaccard_is_tiny(index):
@@ -342,8 +343,8 @@ def test_question_embedded_in_long_page_is_caught_though_jaccard_is_tiny(index):
 
     dec = Decontaminator(index)
     decision = dec.check(doc, source="web", record_id="rec-1")
-    assert decision.action == "remove" and decision.text is None
-    assert decision.reason == REASON_EVAL_CONTAMINATION
+    assert decision.action == "remove" and decision.masked == {}
+    assert decision.reason == REASON_BENCHMARK_MATCH and decision.detail == "matched mathqa/farm-1"
     assert decision.matched_item_ids == ("mathqa/farm-1",)
     assert dec.check(page, source="web", record_id="rec-2").action == "keep"
     rep = dec.report
@@ -457,8 +458,8 @@ def test_mask_replaces_only_the_matched_spans(registry):
     doc = before + FARM_Q + after
     dec = Decontaminator(idx)
     d = dec.check(doc, source="forum", record_id="r9")
-    assert d.action == "mask" and d.reason == REASON_EVAL_CONTAMINATION
-    assert d.text == before + DEFAULT_PLACEHOLDER + "?" + after
+    assert d.action == "mask" and d.reason == REASON_MASKED and d.detail == ""
+    assert d.masked == {"text": before + DEFAULT_PLACEHOLDER + "?" + after}
     assert dec.report.records_masked == 1 and dec.report.chars_masked == len(FARM_Q) - 1
     assert dec.report.tokens_removed == 40
 
@@ -468,6 +469,118 @@ def test_mask_spans_merges_overlaps_and_checks_bounds():
     assert mask_spans("abc", []) == "abc"
     with pytest.raises(ValueError):
         mask_spans("abc", [(2, 9)])
+
+
+# ------------------------------------------------------------------------------------------------
+# the per-record decision (what the curated layer writes)
+
+
+def test_remove_decision_stops_at_the_first_matched_field(index):
+    texts = {"a": "A page about gardening.", "b": f"{FARM_Q} and also {TRAIN_Q}", "c": SHORT_Q}
+    d = Decontaminator(index).decide(texts)
+    assert (d.action, d.reason) == ("remove", REASON_BENCHMARK_MATCH)
+    assert d.matched_fields == ("b",)  # "c" is never checked: "b" already rejects the record
+    assert d.matched_item_ids == ("mathqa/farm-1", "mathqa/train-2")
+    assert d.detail == "matched mathqa/farm-1, mathqa/train-2"
+    assert d.masked == {}
+    rows = d.contamination_rows("web:r1", "web")
+    assert [(r["benchmark"], r["item_id"], r["field"], r["containment"], r["action"]) for r in rows] == [
+        ("mathqa", "farm-1", "question", 1.0, "remove"),
+        ("mathqa", "train-2", "question", 1.0, "remove"),
+    ]
+    assert all(r["record_id"] == "web:r1" and r["source_id"] == "web" for r in rows)
+    assert rows[0]["matched_ngrams"] == rows[0]["item_ngrams"] == 40 - 13 + 1
+    assert set(rows[0]) == {"record_id", "source_id", "benchmark", "item_id", "field", "containment",
+                            "matched_ngrams", "item_ngrams", "action"}
+    assert Decontaminator(index).decide({"a": "nothing to see", "b": "here either"}).action == "keep"
+
+
+def test_rejection_detail_names_five_items_and_counts_the_rest(index):
+    doc = "\n\n".join(f"{BOILERPLATE} {s}" for s in SUFFIXES[:7])
+    d = Decontaminator(index).decide({"text": doc})
+    assert d.action == "remove" and len(d.matches) == 7
+    assert d.detail == "matched " + ", ".join(f"reading/r-{i:02d}" for i in range(5)) + " (+2 more)"
+
+
+def test_mask_decision_masks_every_matched_field(registry):
+    idx = ContaminationIndex.build(registry, DecontamConfig(action="mask"))
+    texts = {"text": "Intro. " + FARM_Q + " The end.", "title": SHORT_Q, "other": "Nothing protected here."}
+    d = Decontaminator(idx).decide(texts)
+    assert (d.action, d.reason, d.detail) == ("mask", REASON_MASKED, "")
+    assert d.matched_fields == ("text", "title")
+    assert d.masked == {
+        "text": "Intro. " + DEFAULT_PLACEHOLDER + "? The end.",
+        "title": DEFAULT_PLACEHOLDER + "?",
+    }
+    rows = d.contamination_rows("web:r2", "web")
+    assert [(r["item_id"], r["action"]) for r in rows] == [("farm-1", "mask"), ("moons-3", "mask")]
+
+
+def _curate(record_payload, action: str, registry):
+    """Run the curated layer's per-record path on one document record; return what it wrote."""
+    from corpus_assets.domain.canonical.records import (
+        SCHEMA_VERSIONS,
+        Record,
+        raw_parent_id,
+        record_digest,
+        record_to_row,
+        text_view,
+    )
+    from corpus_assets.domain.core.hashing import dedup_key, sha256_text
+    from corpus_assets.domain.curate import curated_layer as cl
+    from corpus_assets.domain.curate.config import CurationConfig
+    from corpus_assets.domain.ingest.sources_config import Governance
+
+    rec = Record.model_validate(dict(
+        record_id="web:r1", source_id="web", snapshot="web.20260101T000000", item_id="a#1",
+        schema_type=record_payload.kind, schema_version=SCHEMA_VERSIONS[record_payload.kind], adapter="test",
+        adapter_version="1", domain="prose", lang="en", lang_score=0.9, group_id="g1",
+        parents=[raw_parent_id("web", "a#1")],
+        governance=Governance(license="CC-BY-4.0", rights_evidence="https://example.org/license"),
+        payload=record_payload,
+    ))
+    tv = text_view(rec)
+    rec.text_sha256, rec.dedup_key, rec.raw_sha256 = sha256_text(tv), dedup_key(tv, rec.domain), "0" * 64
+    rec.record_sha256 = record_digest(rec)
+    # quality off, so that the record reaches decontamination
+    config = CurationConfig.model_validate(
+        {"quality": {"apply": {"*/*": []}, "overrides": {}}, "decontam": {"action": action}}
+    )
+    index = ContaminationIndex.build(registry, config.decontam)
+    policy = cl.curation_policy_version(config, registry.digest)
+    summary = cl.CurationSummary(version=None, policy_version=policy, records_in=0)
+    buf = {name: [] for name in cl.CURATED_TABLES}
+    cl._curate_one(record_to_row(rec), config, index, policy, buf, summary)
+    fields: dict[str, str] = {}
+    cl._text_fields(rec.payload.model_dump(mode="json"), "", fields)
+    return buf, summary, Decontaminator(index).decide(fields)
+
+
+@pytest.mark.parametrize("action", ["remove", "mask"])
+def test_curated_layer_writes_the_decontaminators_decision(registry, action):
+    from corpus_assets.domain.canonical.records import DocumentPayload
+
+    text = "Quiz night at the pub. " + SHORT_Q + " Answers next week."
+    buf, summary, d = _curate(DocumentPayload(text=text, title=FARM_Q), action, registry)
+    (row,) = buf["decisions"]
+    assert buf["contamination"] == d.contamination_rows("web:r1", "web")
+    assert summary.contamination == {"mathqa": len(d.matches)}
+    if action == "remove":
+        # fields are checked in payload order: "text" rejects, "title" is not checked
+        assert d.matched_item_ids == ("mathqa/moons-3",)
+        assert (row["stage"], row["outcome"], row["action"]) == ("decontam", "rejected", "reject")
+        assert (row["reason"], row["detail"]) == (d.reason, d.detail)
+        assert (d.reason, d.detail) == ("decontam.benchmark_match", "matched mathqa/moons-3")
+        assert buf["records"] == [] and row["chars_out"] == 0
+    else:
+        assert d.matched_fields == ("text", "title")
+        assert (row["stage"], row["outcome"], row["action"]) == ("decontam", "accepted", "modify")
+        assert row["reason"] == "decontam.masked" == d.reason and row["detail"] == ""
+        (out,) = buf["records"]
+        payload = json.loads(out["payload_json"])
+        assert (payload["text"], payload["title"]) == (d.masked["text"], d.masked["title"])
+        assert payload["text"] == "Quiz night at the pub. " + DEFAULT_PLACEHOLDER + "? Answers next week."
+        assert [r["action"] for r in buf["contamination"]] == ["mask", "mask"]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -530,8 +643,8 @@ def test_config_validation_and_policy_version(registry, tmp_path):
 
 
 def test_hashing_matches_n_gram_identity():
-    a = _ngram_hashes(_token_hashes(normalize_tokens("one two three four five six")), 3)
-    b = _ngram_hashes(_token_hashes(normalize_tokens("zero one two three four")), 3)
+    a = ngram_hashes(token_hashes(normalize_tokens("one two three four five six")), 3)
+    b = ngram_hashes(token_hashes(normalize_tokens("zero one two three four")), 3)
     assert len(a) == 4 and len(b) == 3
     assert a[0] == b[1] and a[1] == b[2] and a[0] != a[1]
 
@@ -644,7 +757,7 @@ def test_the_shipped_unicode_word_table_is_what_the_scan_computes():
     import unicodedata
 
     from corpus_assets.domain.curate.decontam import unicode_word_table
-    from corpus_assets.domain.curate.decontam.detector import compute_extra_word_ranges
+    from corpus_assets.domain.curate.decontam import compute_extra_word_ranges
 
     if unicode_word_table.UNIDATA_VERSION != unicodedata.unidata_version:
         pytest.skip(f"table is for Unicode {unicode_word_table.UNIDATA_VERSION}, this Python has "

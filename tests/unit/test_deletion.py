@@ -19,24 +19,35 @@ import pytest
 from corpus_assets.domain.deletion import requests as deletion
 
 from corpus_assets.domain.deletion import tombstones
-from corpus_assets.domain.canonical.canonical_layer import CANONICAL_ASSET, CANONICAL_TABLES
-from corpus_assets.domain.ingest.capture import RAW_ASSET, RAW_TABLES, item_to_row
+from corpus_assets.domain.canonical.canonical_layer import CANONICAL_TABLES
+from corpus_assets.domain.layers.registry import (
+    CANONICAL_RECORDS,
+    CURATED_RECORDS,
+    DEDUP_CLUSTERS,
+    MINHASH_SIGNATURES,
+    MIXTURE_PLAN,
+    PACKED_SHARDS,
+    RAW_SNAPSHOT,
+    SPLITS,
+    TOKEN_VIEWS,
+)
+from corpus_assets.domain.ingest.capture import RAW_TABLES, item_to_row
 from corpus_assets.domain.storage.catalog import Catalog
-from corpus_assets.domain.curate.curated_layer import CURATED_ASSET, CURATED_TABLES
-from corpus_assets.domain.dedup.clusters_layer import DEDUP_ASSET, DEDUP_TABLES
-from corpus_assets.domain.dedup.signatures_layer import SIGNATURES_ASSET, SIGNATURES_TABLES
+from corpus_assets.domain.curate.curated_layer import CURATED_TABLES
+from corpus_assets.domain.dedup.clusters_layer import DEDUP_TABLES
+from corpus_assets.domain.dedup.signatures_layer import SIGNATURES_TABLES
 from corpus_assets.domain.deletion.requests import DeletionRequestError, content_digest
 from corpus_assets.domain.core.hashing import dedup_key, sha256_text
 from corpus_assets.domain.storage.layer_store import LayerStore
-from corpus_assets.domain.pack.mixture_layer import MIXTURE_ASSET, MIXTURE_TABLES
+from corpus_assets.domain.pack.mixture_layer import MIXTURE_TABLES
 from corpus_assets.domain.pack.packing import PACKING_SPANS_SCHEMA
 from corpus_assets.domain.ingest.raw_items import RawItem
 from corpus_assets.domain.core.reasons import Reason
 from corpus_assets.domain.canonical.records import SCHEMA_VERSIONS, DocumentPayload, Record, raw_parent_id, record_digest, record_to_row
-from corpus_assets.domain.tokens.splits_layer import SPLITS_ASSET, SPLITS_TABLES
-from corpus_assets.domain.pack.shards_layer import SHARDS_ASSET, SHARDS_TABLES
+from corpus_assets.domain.tokens.splits_layer import SPLITS_TABLES
+from corpus_assets.domain.pack.shards_layer import SHARDS_TABLES
 from corpus_assets.domain.ingest.sources_config import Governance
-from corpus_assets.domain.tokens.token_views_layer import TOKEN_VIEWS_ASSET, TOKEN_VIEWS_TABLES
+from corpus_assets.domain.tokens.token_views_layer import TOKEN_VIEWS_TABLES
 
 GOV = Governance(license="CC-BY-4.0", rights_evidence="https://example.org/license")
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
@@ -127,23 +138,23 @@ def build_snapshot(store: LayerStore, snapshot: str) -> None:
                         "detector_version": "1"})
         sigs.append({"record_id": rec.record_id, "source_id": source.id, "snapshot": snapshot, "domain": "prose",
                      "dedup_key": out.dedup_key, "signature": b"\x00" * 16})
-    with store.new_version(RAW_ASSET, snapshot, RAW_TABLES, {"snapshot": snapshot}) as w:
+    with store.new_version(RAW_SNAPSHOT, snapshot, RAW_TABLES, {"snapshot": snapshot}) as w:
         w.write("items", raw_rows)
         raw = w.commit(extra_manifest={"status_counts": {}})
     outcomes = {}
     for d in decisions:
         outcomes[d["outcome"]] = outcomes.get(d["outcome"], 0) + 1
-    with store.new_version(CANONICAL_ASSET, snapshot, CANONICAL_TABLES, {"raw_version": raw.content_digest}) as w:
+    with store.new_version(CANONICAL_RECORDS, snapshot, CANONICAL_TABLES, {"raw_version": raw.content_digest}) as w:
         w.write("records", records)
         w.write("decisions", decisions)
         w.write("quarantine", quarantine)
         canon = w.commit(extra_manifest={"items_in": len(raw_rows), "outcomes": outcomes})
-    with store.new_version(CURATED_ASSET, snapshot, CURATED_TABLES, {"canonical_version": canon.content_digest}) as w:
+    with store.new_version(CURATED_RECORDS, snapshot, CURATED_TABLES, {"canonical_version": canon.content_digest}) as w:
         w.write("records", curated)
         w.write("decisions", cdec)
         w.write("pii_audit", pii)
         cur_v = w.commit(extra_manifest={"records_in": len(records)})
-    with store.new_version(SIGNATURES_ASSET, snapshot, SIGNATURES_TABLES, {"curated_version": cur_v.content_digest}) as w:
+    with store.new_version(MINHASH_SIGNATURES, snapshot, SIGNATURES_TABLES, {"curated_version": cur_v.content_digest}) as w:
         w.write("signatures", sigs)
         w.commit()
 
@@ -154,7 +165,7 @@ def build_release(store: LayerStore, snapshots=(WEB, DUMP, OTHER), release: str 
     "tokenized", planned and packed into one shard with a spans file."""
     rows = []
     for snap in snapshots:
-        rows += store.current(CURATED_ASSET, snap).read_table("records").to_pylist()
+        rows += store.current(CURATED_RECORDS, snap).read_table("records").to_pylist()
     by_key: dict[str, list[dict]] = {}
     for r in sorted(rows, key=lambda r: r["record_id"]):
         by_key.setdefault(r["dedup_key"], []).append(r)
@@ -176,13 +187,13 @@ def build_release(store: LayerStore, snapshots=(WEB, DUMP, OTHER), release: str 
                         "source_id": r["source_id"], "is_representative": rep[rid] == rid})
     kept = sorted(c["record_id"] for c in clusters if c["kind"] == "representative")
     info = {r["record_id"]: r for r in rows}
-    with store.new_version(DEDUP_ASSET, release, DEDUP_TABLES, {"snapshots": list(snapshots)}) as w:
+    with store.new_version(DEDUP_CLUSTERS, release, DEDUP_TABLES, {"snapshots": list(snapshots)}) as w:
         w.write("clusters", clusters)
         w.write("aliases", aliases)
         w.write("edges", edges)
         w.write("superseded", [])
         w.commit()
-    with store.new_version(SPLITS_ASSET, release, SPLITS_TABLES, {}) as w:
+    with store.new_version(SPLITS, release, SPLITS_TABLES, {}) as w:
         w.write("assignments", [{"record_id": c["record_id"], "source_id": c["source_id"], "snapshot": c["snapshot"],
                                  "kept": c["kind"] == "representative", "group_key": c["group_id"], "u": 0.5,
                                  "split": "train"} for c in clusters])
@@ -195,12 +206,12 @@ def build_release(store: LayerStore, snapshots=(WEB, DUMP, OTHER), release: str 
                       "domain": "prose", "cache_key": "ck-" + r["record_sha256"][:16], "n_tokens": len(ids),
                       "label_tokens": len(ids), "input_ids": ids, "loss_mask": [1] * len(ids),
                       "offsets": [0, 1] * len(ids), "segments_json": "[]"})
-    with store.new_version(TOKEN_VIEWS_ASSET, release, TOKEN_VIEWS_TABLES,
+    with store.new_version(TOKEN_VIEWS, release, TOKEN_VIEWS_TABLES,
                            {"tokenizer_digest": "tok", "policy_version": "pv"}) as w:
         w.write("views", views)
         w.write("rejected", [])
         w.commit(extra_manifest={"report": {"records": len(kept)}})
-    with store.new_version(MIXTURE_ASSET, release, MIXTURE_TABLES, {}) as w:
+    with store.new_version(MIXTURE_PLAN, release, MIXTURE_TABLES, {}) as w:
         w.write("plan", [{"position": i, "record_id": rid, "source": info[rid]["source_id"], "repeat": 0, "phase": 0,
                           "n_tokens": 8} for i, rid in enumerate(kept)])
         w.commit()
@@ -217,7 +228,7 @@ def build_release(store: LayerStore, snapshots=(WEB, DUMP, OTHER), release: str 
     ).append_column("source", pa.array([info[k]["source_id"] for k in kept] + [None], pa.string()))
     pq.write_table(spans, out / "train-00000.spans.parquet")
     meta = {"name": "train-00000", "files": {"spans": {"path": "train-00000.spans.parquet"}}}
-    with store.new_version(SHARDS_ASSET, release, SHARDS_TABLES, {}) as w:
+    with store.new_version(PACKED_SHARDS, release, SHARDS_TABLES, {}) as w:
         w.write("shards", [{"split": "train", "name": "train-00000", "directory": directory, "blocks": 1, "tokens": 8,
                             "content_tokens": 8, "loss_tokens": 8, "bin_sha256": "0" * 64, "meta_json": json.dumps(meta)}])
         w.commit()

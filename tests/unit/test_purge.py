@@ -11,10 +11,15 @@ import pyarrow.parquet as pq
 
 from corpus_assets.domain.deletion import tombstones
 from corpus_assets.domain.canonical.accounting import check_canonical_accounting
-from corpus_assets.domain.canonical.canonical_layer import CANONICAL_ASSET
-from corpus_assets.domain.ingest.capture import RAW_ASSET
-from corpus_assets.domain.curate.curated_layer import CURATED_ASSET
-from corpus_assets.domain.dedup.clusters_layer import DEDUP_ASSET, SIGNATURES_ASSET
+from corpus_assets.domain.layers.registry import (
+    CANONICAL_RECORDS,
+    CURATED_RECORDS,
+    DEDUP_CLUSTERS,
+    MINHASH_SIGNATURES,
+    PACKED_SHARDS,
+    RAW_SNAPSHOT,
+    TOKEN_VIEWS,
+)
 from corpus_assets.domain.core.hashing import sha256_text
 from corpus_assets.domain.storage.layer_store import TableSpec
 from corpus_assets.domain.deletion.purge import (
@@ -22,11 +27,10 @@ from corpus_assets.domain.deletion.purge import (
     DELETED_REASON,
     DELETED_STATUS,
     purge_snapshot,
-    purge_token_view_cache,
+    purge_release_partitions,
     scan_for_tombstoned,
 )
-from corpus_assets.domain.pack.shards_layer import SHARDS_ASSET, SHARDS_TABLES
-from corpus_assets.domain.tokens.token_views_layer import TOKEN_VIEWS_ASSET
+from corpus_assets.domain.pack.shards_layer import SHARDS_TABLES
 from test_deletion import (
     DUMP,
     DUMP_URI,
@@ -42,7 +46,7 @@ from test_deletion import (
 )
 from test_deletion import world  # noqa: F401  (fixture)
 
-SNAPSHOT_ASSETS = (RAW_ASSET, CANONICAL_ASSET, CURATED_ASSET, SIGNATURES_ASSET)
+SNAPSHOT_ASSETS = (RAW_SNAPSHOT, CANONICAL_RECORDS, CURATED_RECORDS, MINHASH_SIGNATURES)
 
 
 def current_versions(store, snapshot) -> dict[str, str]:
@@ -57,10 +61,10 @@ def purge_all(store, catalog, request_ids) -> dict[str, dict]:
 def assert_accounting(store, snapshot) -> Counter:
     """raw items = canonical decisions (0..n-1, once each) = accepted + rejected + quarantined + deleted;
     canonical records = accepted = curated decisions; curated records = curated accepted."""
-    raw = store.current(RAW_ASSET, snapshot)
-    canon = store.current(CANONICAL_ASSET, snapshot)
-    cur = store.current(CURATED_ASSET, snapshot)
-    sigs = store.current(SIGNATURES_ASSET, snapshot)
+    raw = store.current(RAW_SNAPSHOT, snapshot)
+    canon = store.current(CANONICAL_RECORDS, snapshot)
+    cur = store.current(CURATED_RECORDS, snapshot)
+    sigs = store.current(MINHASH_SIGNATURES, snapshot)
     items = raw.read_table("items").to_pylist()
     dec = canon.read_table("decisions").to_pylist()
     out = Counter(d["outcome"] for d in dec)
@@ -124,10 +128,10 @@ def test_takedown_purge_writes_new_versions_without_the_records(world):
             assert purge["from_version"] == store.open_version(asset, snap, before[snap][asset]).content_digest
             assert v.manifest["deletion"]["matched_request_ids"] == [rid]
             v.verify()
-        raw = store.current(RAW_ASSET, snap)
-        canon = store.current(CANONICAL_ASSET, snap)
-        cur = store.current(CURATED_ASSET, snap)
-        sigs = store.current(SIGNATURES_ASSET, snap)
+        raw = store.current(RAW_SNAPSHOT, snap)
+        canon = store.current(CANONICAL_RECORDS, snap)
+        cur = store.current(CURATED_RECORDS, snap)
+        sigs = store.current(MINHASH_SIGNATURES, snap)
         assert canon.manifest["build_spec"]["raw_version"] == raw.content_digest
         assert cur.manifest["build_spec"]["canonical_version"] == canon.content_digest
         assert sigs.manifest["build_spec"]["curated_version"] == cur.content_digest
@@ -143,11 +147,11 @@ def test_takedown_purge_writes_new_versions_without_the_records(world):
         deleted = [d for d in canon.read_table("decisions").to_pylist() if d["outcome"] == DELETED_OUTCOME]
         assert {(d["reason"], d["record_id"]) for d in deleted} == {(DELETED_REASON, None)}
         # rows of records that were not deleted are untouched
-        old_raw = store.open_version(RAW_ASSET, snap, before[snap][RAW_ASSET]).read_table("items").to_pylist()
+        old_raw = store.open_version(RAW_SNAPSHOT, snap, before[snap][RAW_SNAPSHOT]).read_table("items").to_pylist()
         kept = [i for i in raw.read_table("items").to_pylist() if i["status"] != DELETED_STATUS]
         assert kept == [i for i in old_raw if i["item_index"] in {k["item_index"] for k in kept}]
         # the old versions are still on disk (with the text) until the retention step
-        old = store.open_version(CANONICAL_ASSET, snap, before[snap][CANONICAL_ASSET])
+        old = store.open_version(CANONICAL_RECORDS, snap, before[snap][CANONICAL_RECORDS])
         assert holds_text(old, [SHARED, EXACT])
 
     # purging again finds nothing left to do
@@ -161,8 +165,8 @@ def test_withdrawal_purges_one_source_and_keeps_the_shared_text_elsewhere(world)
     rid, _, _ = file_and_resolve(store, catalog, req(kind="uri", uri="https://web.example/a"))
     reports = purge_all(store, catalog, [rid])
     assert [s for s, r in reports.items() if r["affected"]] == [WEB]
-    assert "web:a" not in store.current(CURATED_ASSET, WEB).read_table("records").column("record_id").to_pylist()
-    dump = store.current(CURATED_ASSET, DUMP).read_table("records").to_pylist()
+    assert "web:a" not in store.current(CURATED_RECORDS, WEB).read_table("records").column("record_id").to_pylist()
+    dump = store.current(CURATED_RECORDS, DUMP).read_table("records").to_pylist()
     assert any(r["record_id"] == "dump:L1" and r["text"] == SHARED for r in dump)
     assert_accounting(store, WEB)
 
@@ -176,9 +180,9 @@ def test_withdrawing_a_whole_dump_uri_and_a_source(world):
     for snap in (DUMP, OTHER):
         out = assert_accounting(store, snap)
         assert out == Counter({DELETED_OUTCOME: len(ITEMS[snap])})
-        assert store.current(CURATED_ASSET, snap).row_count("records") == 0
-        assert store.current(CURATED_ASSET, snap).row_count("pii_audit") == 0
-    assert store.current(RAW_ASSET, OTHER).manifest["deletion"]["matched_request_ids"] == [b]
+        assert store.current(CURATED_RECORDS, snap).row_count("records") == 0
+        assert store.current(CURATED_RECORDS, snap).row_count("pii_audit") == 0
+    assert store.current(RAW_SNAPSHOT, OTHER).manifest["deletion"]["matched_request_ids"] == [b]
 
 
 def test_drop_versions_leaves_only_the_current_one(world):
@@ -195,28 +199,28 @@ def test_drop_versions_leaves_only_the_current_one(world):
         left = sorted(p.name for p in store.partition_dir(asset, WEB).iterdir() if p.name != ".lock")  # pointer lock: empty
         assert left == sorted(["CURRENT", current])
         assert not holds_text(store.current(asset, WEB), [SHARED])
-    assert store.drop_versions(RAW_ASSET, OTHER) == []  # never purged: nothing old
-    whole = store.versions(SIGNATURES_ASSET, OTHER)
-    assert store.drop_versions(SIGNATURES_ASSET, OTHER, keep_current=False) == whole
-    assert store.current(SIGNATURES_ASSET, OTHER) is None and OTHER not in store.partitions(SIGNATURES_ASSET)
+    assert store.drop_versions(RAW_SNAPSHOT, OTHER) == []  # never purged: nothing old
+    whole = store.versions(MINHASH_SIGNATURES, OTHER)
+    assert store.drop_versions(MINHASH_SIGNATURES, OTHER, keep_current=False) == whole
+    assert store.current(MINHASH_SIGNATURES, OTHER) is None and OTHER not in store.partitions(MINHASH_SIGNATURES)
 
 
 def test_token_view_cache_is_purged(world):
     store, catalog = world
-    before = store.current(TOKEN_VIEWS_ASSET, RELEASE)
+    before = store.current(TOKEN_VIEWS, RELEASE)
     assert "dump:L1" in before.read_table("views").column("record_id").to_pylist()
     rid, _, gen = file_and_resolve(store, catalog, req(kind="record", record_id="dump:L1"))
     ts = tombstones.load_tombstones(catalog)
-    out = purge_token_view_cache(store, ts, [rid])
-    after = store.current(TOKEN_VIEWS_ASSET, RELEASE)
-    assert out == {RELEASE: {"from": before.version, "to": after.version, "records": 1, "removed_rows": {"views": 1}}}
+    out = purge_release_partitions(store, ts, [rid])
+    after = store.current(TOKEN_VIEWS, RELEASE)
+    assert out == {TOKEN_VIEWS: {RELEASE: {"from": before.version, "to": after.version, "records": 1, "removed_rows": {"views": 1}}}}
     ids = after.read_table("views").column("record_id").to_pylist()
     assert "dump:L1" not in ids and len(ids) == before.row_count("views") - 1
     # the cache stays findable by tokenizer digest and policy version
     for key in ("tokenizer_digest", "policy_version"):
         assert after.manifest["build_spec"][key] == before.manifest["build_spec"][key]
     assert after.manifest["build_spec"]["purges"][-1]["tombstone_generation"] == gen
-    assert purge_token_view_cache(store, ts, [rid]) == {}
+    assert purge_release_partitions(store, ts, [rid]) == {}
 
 
 def findings_by_asset(findings) -> dict[str, set]:
@@ -232,22 +236,22 @@ def test_scan_finds_tombstoned_records_until_purge_and_rebuild(world):
     rid, res, _ = file_and_resolve(store, catalog, req(kind="record", record_id="dump:L1"))
     ts = tombstones.load_tombstones(catalog)
     found = findings_by_asset(scan_for_tombstoned(store, ts))
-    assert set(found) == {RAW_ASSET, CANONICAL_ASSET, CURATED_ASSET, SIGNATURES_ASSET, DEDUP_ASSET, "splits",
-                          TOKEN_VIEWS_ASSET, "mixture_plan", SHARDS_ASSET} - {RAW_ASSET}  # raw has no record id
-    spans = [t for t, c, v in found[SHARDS_ASSET] if t.endswith(".spans.parquet")]
+    assert set(found) == {RAW_SNAPSHOT, CANONICAL_RECORDS, CURATED_RECORDS, MINHASH_SIGNATURES, DEDUP_CLUSTERS, "splits",
+                          TOKEN_VIEWS, "mixture_plan", PACKED_SHARDS} - {RAW_SNAPSHOT}  # raw has no record id
+    spans = [t for t, c, v in found[PACKED_SHARDS] if t.endswith(".spans.parquet")]
     assert len(spans) == 1 and (store.home / spans[0]).is_file()
-    assert ("clusters", "representative_id", "dump:L1") in found[DEDUP_ASSET]
+    assert ("clusters", "representative_id", "dump:L1") in found[DEDUP_CLUSTERS]
     assert all(f["request_id"] == rid for f in scan_for_tombstoned(store, ts))
 
     for snap in res.snapshots:
         purge_snapshot(store, snap, ts, request_ids=[rid])
-    purge_token_view_cache(store, ts, [rid])
+    purge_release_partitions(store, ts, [rid])
     left = findings_by_asset(scan_for_tombstoned(store, ts))
-    assert set(left) == {DEDUP_ASSET, "splits", "mixture_plan", SHARDS_ASSET}  # the release still names it
+    assert set(left) == {DEDUP_CLUSTERS, "splits", "mixture_plan", PACKED_SHARDS}  # the release still names it
 
     build_release(store)  # the release rebuilt from the purged snapshots
     assert scan_for_tombstoned(store, ts) == []
-    clusters = {c["record_id"]: c for c in store.current(DEDUP_ASSET, RELEASE).read_table("clusters").to_pylist()}
+    clusters = {c["record_id"]: c for c in store.current(DEDUP_CLUSTERS, RELEASE).read_table("clusters").to_pylist()}
     # the text stays, under its remaining aliases, with a new representative
     assert "dump:L1" not in clusters and clusters["dump:L2"]["kind"] == "representative"
     assert clusters["web:a"]["representative_id"] == "dump:L2"
@@ -266,16 +270,16 @@ def test_scan_finds_planted_ids_in_a_spans_file_and_a_layer_table(world):
     d = store.home / "shards" / RELEASE / "planted" / "train"
     d.mkdir(parents=True)
     pq.write_table(pa.table({"block": [0, 0], "record_id": ["web:ghost", None]}), d / "train-00001.spans.parquet")
-    shards = store.current(SHARDS_ASSET, RELEASE).read_table("shards").to_pylist()
+    shards = store.current(PACKED_SHARDS, RELEASE).read_table("shards").to_pylist()
     meta = {"name": "train-00001", "files": {"spans": {"path": "train-00001.spans.parquet"}}}
     shards.append({**shards[0], "name": "train-00001", "directory": f"shards/{RELEASE}/planted/train", "meta_json": json.dumps(meta)})
-    with store.new_version(SHARDS_ASSET, RELEASE, SHARDS_TABLES, {}) as w:
+    with store.new_version(PACKED_SHARDS, RELEASE, SHARDS_TABLES, {}) as w:
         w.write("shards", shards)
         w.commit()
     found = scan_for_tombstoned(store, ts)
     assert [(f["asset"], f["table"], f["value"], f["rows"], f["request_id"]) for f in found] == [
         ("notes", "t", "web:ghost", 1, rid),
-        (SHARDS_ASSET, f"shards/{RELEASE}/planted/train/train-00001.spans.parquet", "web:ghost", 1, rid),
+        (PACKED_SHARDS, f"shards/{RELEASE}/planted/train/train-00001.spans.parquet", "web:ghost", 1, rid),
     ]
 
 
@@ -284,18 +288,18 @@ def test_scan_flags_a_deletion_stub_that_still_holds_bytes(world):
     rid, _, _ = file_and_resolve(store, catalog, req(kind="uri", uri="https://web.example/b"))
     ts = tombstones.load_tombstones(catalog)
     purge_snapshot(store, WEB, ts, request_ids=[rid])
-    assert [f for f in scan_for_tombstoned(store, ts) if f["asset"] != DEDUP_ASSET and f["asset"] != "splits"] == []
-    raw = store.current(RAW_ASSET, WEB)
+    assert [f for f in scan_for_tombstoned(store, ts) if f["asset"] != DEDUP_CLUSTERS and f["asset"] != "splits"] == []
+    raw = store.current(RAW_SNAPSHOT, WEB)
     rows = raw.read_table("items").to_pylist()
     for r in rows:
         if r["status"] == DELETED_STATUS:
             r["byte_length"] = 12
     specs = {"items": TableSpec(raw.read_table("items").schema, private=True)}
-    with store.new_version(RAW_ASSET, WEB, specs, {}) as w:
+    with store.new_version(RAW_SNAPSHOT, WEB, specs, {}) as w:
         w.write("items", rows)
         w.commit()
-    assert [(f["asset"], f["column"]) for f in scan_for_tombstoned(store, ts) if f["asset"] == RAW_ASSET] == [
-        (RAW_ASSET, "byte_length")]
+    assert [(f["asset"], f["column"]) for f in scan_for_tombstoned(store, ts) if f["asset"] == RAW_SNAPSHOT] == [
+        (RAW_SNAPSHOT, "byte_length")]
 
 
 def test_successive_purges_keep_their_history(world):
@@ -311,4 +315,4 @@ def test_successive_purges_keep_their_history(world):
         assert [p["request_ids"] for p in purges] == [[a], [b]]
     out = assert_accounting(store, DUMP)
     assert out[DELETED_OUTCOME] == 3 and out["accepted"] == 1
-    assert store.current(CURATED_ASSET, DUMP).row_count("pii_audit") == 0  # dump:L4's audit rows went with it
+    assert store.current(CURATED_RECORDS, DUMP).row_count("pii_audit") == 0  # dump:L4's audit rows went with it

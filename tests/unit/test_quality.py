@@ -1,33 +1,44 @@
 """Rule-based quality filters: boundaries of every rule, reason codes, record-type awareness,
-config strictness and versioning, and inputs that must not crash."""
+config strictness and versioning, inputs that must not crash, and the filter protocol (a toy
+filter registered through ``quality_config_model``)."""
 
 from __future__ import annotations
 
 import bisect
 import colorsys
+import inspect
 import re
 import string
+import sys
 import time
+from typing import Optional
 
 import pytest
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
-from corpus_assets.domain.curate.quality.filters import (
+from corpus_assets.domain.curate.quality import (
     FILTER_ORDER,
+    FILTERS,
     QUALITY_CODE_VERSION,
     REASON_CODES,
     TEXT_FILTERS,
     C4Config,
+    FilterConfig,
     FineWebConfig,
     GopherQualityConfig,
     GopherRepetitionConfig,
     PairConfig,
     QualityConfig,
+    QualityFilter,
     QualityVerdict,
+    Reject,
     SanityConfig,
+    TextStats,
+    filter_version,
     judge_record,
     judge_text,
     judged_text,
+    quality_config_model,
     quality_policy_version,
 )
 from corpus_assets.domain.canonical.records import (
@@ -794,3 +805,145 @@ def test_mixed_scripts():
     for name in TEXT_FILTERS:
         v = judge_text(thai, [name], CFG, lang="th")
         assert v.reason is None or v.reason in REASON_CODES
+
+
+# --- the filter protocol: a filter is a module + a registry line --------------------------------
+
+
+class ShoutConfig(FilterConfig):
+    """A toy filter's thresholds (defined here, registered nowhere but in these tests)."""
+
+    max_upper_share: float = Field(0.5, ge=0, le=1)
+    min_letters: int = Field(3, ge=1)
+
+
+def _shout(s: TextStats, c: ShoutConfig, lang: Optional[str]) -> None:
+    long_words = [w for w in s.words if sum(map(str.isalpha, w)) >= c.min_letters]
+    upper = sum(1 for w in long_words if w.isupper())
+    share = upper / len(long_words) if long_words else 0.0
+    if share > c.max_upper_share:
+        raise Reject("shout.upper_words", f"share={share:.4f} > {c.max_upper_share}")
+
+
+SHOUT = QualityFilter(
+    name="shout",
+    config=ShoutConfig,
+    reasons=("shout.upper_words",),
+    check=_shout,
+    default_apply={"document/prose": {}, "messages/*": {"max_upper_share": 0.9}},
+)
+ShoutingConfig = quality_config_model((*FILTERS, SHOUT), name="ShoutingConfig")  # the one-line registration
+
+
+def test_a_new_filter_needs_only_its_module_and_a_registry_line():
+    cfg = ShoutingConfig()
+    # its reason codes join the catalogue; the shipped catalogue does not know them
+    assert ShoutingConfig.REASON_CODES == REASON_CODES | {"shout.upper_words"}
+    assert ShoutingConfig.FILTER_ORDER == (*FILTER_ORDER, "shout") and ShoutingConfig.TEXT_FILTERS[-1] == "shout"
+    # its config is a validated section: typos and bad values are errors naming the field
+    assert cfg.shout == ShoutConfig()
+    assert ShoutingConfig.model_validate({"shout": {"max_upper_share": 0.2}}).shout.max_upper_share == 0.2
+    for bad, field in (({"shout": {"max_upper_shar": 0.2}}, "max_upper_shar"), ({"shout": {"max_upper_share": 2}}, "max_upper_share")):
+        with pytest.raises(ValidationError, match=field):
+            ShoutingConfig.model_validate(bad)
+    with pytest.raises(ValidationError, match="min_letter"):
+        ShoutingConfig.model_validate({"overrides": {"document/prose": {"shout": {"min_letter": 2}}}})
+    # the shipped config refuses it as a section and as an apply entry
+    for bad in ({"shout": {}}, {"apply": {**CFG.apply, "task/*": ["sanity", "shout"]}}):
+        with pytest.raises(ValidationError, match="shout"):
+            QualityConfig.model_validate(bad)
+    # its default_apply places it in the default policy, with its overrides
+    assert cfg.apply["document/prose"] == [*CFG.apply["document/prose"], "shout"]
+    assert cfg.apply["task/*"] == CFG.apply["task/*"] and "shout" not in cfg.apply["document/code"]
+    assert cfg.overrides["messages/*"]["shout"] == {"max_upper_share": 0.9}
+    # it rejects, as a text filter and inside judge_record, with its reason, detail and version
+    loud = PROSE.upper()
+    assert judge_record(_doc(loud), CFG).passed  # nothing in the shipped filters minds capitals
+    v = judge_text(loud, ["shout"], cfg)
+    assert (v.passed, v.reason, v.detail) == (False, "shout.upper_words", "share=1.0000 > 0.5")
+    assert v.filter_version == filter_version("shout", cfg.shout, cfg) and v.filter_version.startswith("shout-")
+    assert judge_record(_doc(loud), cfg) == v
+    assert judge_text(PROSE, ["shout"], cfg).passed and judge_record(_doc(PROSE), cfg).passed
+    assert judge_record(_doc(loud, domain="code"), cfg).passed  # not applied to code
+    mostly_loud = "\n".join(line.upper() if i else line for i, line in enumerate(PROSE.split("\n")))  # 3 of 4 lines
+    assert judge_record(_doc(mostly_loud), cfg).reason == "shout.upper_words"
+    chat = _record(_chat(("user", "Hi."), ("assistant", mostly_loud)))
+    assert judge_record(chat, cfg).passed  # messages/* raised the threshold to 0.9
+    # the policy digests the new section; the other filters keep their versions
+    assert quality_policy_version(cfg) != quality_policy_version(CFG)
+    for name in FILTER_ORDER:
+        assert filter_version(name, getattr(cfg, name), cfg) == filter_version(name, getattr(CFG, name), CFG)
+    again = ShoutingConfig.model_validate_json(cfg.model_dump_json())
+    assert again.model_dump() == cfg.model_dump() and quality_policy_version(again) == quality_policy_version(cfg)
+
+
+def test_filters_share_one_lazily_computed_stats_object():
+    seen: list[TextStats] = []
+
+    def spy(s: TextStats, c: FilterConfig, lang: Optional[str]) -> None:
+        seen.append(s)
+        assert "words" in s.__dict__  # gopher_quality, earlier in the order, already tokenized
+
+    filters = (*FILTERS, QualityFilter(name="spy_a", config=FilterConfig, reasons=("spy_a.never",), check=spy),
+               QualityFilter(name="spy_b", config=FilterConfig, reasons=("spy_b.never",), check=spy))  # fmt: skip
+    cfg = quality_config_model(filters, name="SpyConfig")()
+    assert judge_text(PROSE, ["spy_b", "gopher_quality", "spy_a"], cfg).passed
+    assert len(seen) == 2 and seen[0] is seen[1] and seen[0].text == PROSE
+
+
+def test_filter_declarations_are_checked():
+    def noop(s, c, lang):
+        return None
+
+    with pytest.raises(ValueError, match="reasons"):
+        QualityFilter(name="toy", config=FilterConfig, reasons=("other.rule",), check=noop)
+    with pytest.raises(ValueError, match="reasons"):
+        QualityFilter(name="toy", config=FilterConfig, reasons=(), check=noop)
+    with pytest.raises(ValueError, match="neither"):
+        QualityFilter(name="toy", config=FilterConfig, reasons=("toy.rule",))
+    with pytest.raises(ValueError, match="snake"):
+        QualityFilter(name="Toy", config=FilterConfig, reasons=("Toy.rule",), check=noop)
+    with pytest.raises(TypeError, match="FilterConfig"):
+        QualityFilter(name="toy", config=dict, reasons=("toy.rule",), check=noop)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="distinct"):
+        quality_config_model((*FILTERS, FILTERS[-1]))
+    with pytest.raises(ValueError, match="clash"):
+        quality_config_model((*FILTERS, QualityFilter(name="apply", config=FilterConfig, reasons=("apply.x",), check=noop)))
+
+
+def test_registry_codes_are_exactly_the_codes_each_module_raises():
+    for f in FILTERS:
+        checks = [c for c in (f.check, f.check_record) if c is not None]
+        source = "".join(inspect.getsource(sys.modules[c.__module__]) for c in checks[:1])
+        raised = set(re.findall(r'Reject\(\s*"([a-z0-9_]+\.[a-z0-9_]+)"', source))
+        assert raised == set(f.reasons), f.name
+    assert REASON_CODES == {code for f in FILTERS for code in f.reasons}
+    assert FILTER_ORDER == tuple(f.name for f in FILTERS)
+
+
+def test_default_policy_map():
+    answer = ["sanity", "gopher_quality", "gopher_repetition"]
+    assert CFG.apply == {
+        "document/prose": ["sanity", "gopher_quality", "gopher_repetition", "c4", "fineweb"],
+        "document/code": ["sanity", "gopher_repetition"],
+        "messages/*": answer,
+        "instruction/*": answer,
+        "reasoning/*": answer,
+        "preference/*": ["pair", *answer],
+        "task/*": ["sanity"],
+    }
+    relaxed = {
+        "gopher_quality": {"min_doc_words": 1, "min_words_for_ratios": 50, "min_avg_word_length": None,
+                           "max_bullet_lines_ratio": None, "min_alpha_words_ratio": None, "min_stop_words": None},
+        "gopher_repetition": {"min_words_for_ratios": 50},
+    }  # fmt: skip
+    assert CFG.overrides == {
+        "document/code": {"gopher_repetition": {"dup_para_frac": None, "dup_para_char_frac": None, "dup_line_frac": None,
+                                                "dup_line_char_frac": 0.6, "top_n_grams": [], "dup_n_grams": []}},
+        **{key: relaxed for key in ("messages/*", "instruction/*", "reasoning/*", "preference/*")},
+    }  # fmt: skip
+    # a config's maps are its own copies: changing one never changes the defaults
+    mine = QualityConfig()
+    mine.overrides["messages/*"]["gopher_repetition"]["min_words_for_ratios"] = 7
+    mine.apply["task/*"].append("c4")
+    assert QualityConfig().overrides == CFG.overrides and QualityConfig().apply == CFG.apply

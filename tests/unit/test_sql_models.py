@@ -242,11 +242,11 @@ def test_catalog_is_read_while_another_process_holds_the_write_lock(tmp_path):
         holder.wait(timeout=30)
 
 
-# --- the Dagster side: LAYER_TABLES, manifests, wiring -------------------------------------------------
+# --- refs resolved through the layer registry -----------------------------------------------------
 
 
-def test_release_layer_refs_manifest_rows_and_asset_wiring(tmp_path):
-    from corpus_assets.assets.reports.sql_assets import LAYER_TABLES, load_sql_assets, make_resolver
+def test_release_layer_refs_manifest_rows_and_what_a_model_may_read(tmp_path):
+    from corpus_assets.domain.reports.sql_models import check_models, make_resolver, ref_layer
 
     store = _views_store(tmp_path)
     m = parse_model(_model(tmp_path, "targets", "SELECT m.release, s.key AS split, CAST(s.value ->> 'target' AS DOUBLE) AS target\n"
@@ -254,22 +254,22 @@ def test_release_layer_refs_manifest_rows_and_asset_wiring(tmp_path):
                                                 "ORDER BY ALL"))
     rows = render_and_run(m, make_resolver(store, {})).to_pylist()
     assert rows == [{"release": r, "split": s, "target": t} for r in ("r_new", "r_old") for s, t in (("test", 0.25), ("train", 0.75))]
-    assert set(LAYER_TABLES) >= {"dedup_clusters", "splits", "token_views", "mixture_plan", "packed_shards"}
-    views = LAYER_TABLES["token_views"]
-    assert "input_ids" not in views.columns["views"] and views.partition_column == "release"
-    assert set(LAYER_TABLES["mixture_plan"].tables) == {"plan", "sources"}
+    for asset in ("dedup_clusters", "splits", "token_views", "mixture_plan", "packed_shards"):
+        assert ref_layer(asset) is not None and ref_layer(asset).partition_column == "release"
+    views = ref_layer("token_views").tables["views"]
+    assert "input_ids" not in views.columns
+    assert {n for n, t in ref_layer("mixture_plan").tables.items() if t.readable} == {"plan", "sources"}
+    assert ref_layer("tokenizer") is None and ref_layer("eval_registry") is None
 
     folder = tmp_path / "models"
     folder.mkdir()
-    _model(folder, "a", "-- A.\nSELECT * FROM {{ ref('splits', 'assignments') }} JOIN {{ ref('token_views') }} USING (record_id)")
-    _model(folder, "b", "SELECT * FROM {{ ref('a') }}, {{ catalog('release_registry') }}, {{ catalog('tombstones') }}")
-    assets = {a.key.path[-1]: a for a in load_sql_assets(folder)}
-    assert {k.path[-1] for k in assets["a"].dependency_keys} == {"splits", "token_views"}
-    assert {k.path[-1] for k in assets["b"].dependency_keys} == {"a", "release_manifest"}
-    assert all(a.group_names_by_key[a.key] == "reports" and not a.partitions_def for a in assets.values())
     _model(folder, "c", "SELECT *\nFROM {{ ref('token_views', 'rejected') }}")
     with pytest.raises(SqlModelError, match=r"c\.sql:2: token_views has no readable table 'rejected'"):
-        load_sql_assets(folder)
+        check_models(discover_models(folder))
+    (folder / "c.sql").unlink()
+    _model(folder, "d", "SELECT *\nFROM {{ ref('curated_records', 'quarantine') }}")
+    with pytest.raises(SqlModelError, match=r"d\.sql:2: curated_records\.quarantine is owner-only"):
+        check_models(discover_models(folder))
 
 
 def test_mixture_sources_table_holds_the_report_fields():

@@ -4,12 +4,8 @@ import dagster as dg
 from pydantic import Field
 
 from corpus_assets.assets.ingestion.canonical_records import canonical_records
-from corpus_assets.domain.curate.curated_layer import (
-    CANONICAL_ASSET,
-    CURATED_CODE_VERSION,
-    build_curated,
-    check_no_pii_in_public,
-)
+from corpus_assets.domain.curate.curated_layer import CURATED_CODE_VERSION, build_curated, check_no_pii_in_public
+from corpus_assets.domain.layers.registry import CANONICAL_RECORDS
 from corpus_assets.domain.curate.decontam.eval_registry import EvalRegistry
 from corpus_assets.assets.curation.eval_registry import eval_registry, load_current_registry
 from corpus_assets.metadata import counts_table, markdown_table, ratio, version_metadata
@@ -55,7 +51,7 @@ def curated_records(
     cfg = curation.load()
     # Without decontamination there is nothing to protect against, so no registry is required.
     registry = load_current_registry(store) if cfg.decontam.enabled else EvalRegistry(())
-    canonical = store.require_current(CANONICAL_ASSET, key)
+    canonical = store.require_current(CANONICAL_RECORDS, key)
     s = build_curated(
         store, key, cfg, registry, canonical_version=canonical, batch_size=config.batch_size, log=context.log.info
     )

@@ -1,28 +1,21 @@
 """eval_registry: the frozen registry of protected evaluation items, named by its digest."""
 
 import dagster as dg
-import pyarrow as pa
 
 from corpus_assets.domain.curate.decontam.eval_registry import EvalItem, EvalRegistry, build_registry
-from corpus_assets.domain.storage.layer_store import UNPARTITIONED, LayerStore, TableSpec
+from corpus_assets.domain.layers.registry import EVAL_REGISTRY, layer
+from corpus_assets.domain.storage.layer_store import UNPARTITIONED, LayerStore
 from corpus_assets.metadata import counts_table, version_metadata
 from resources.curation import CurationResource
 from resources.storage import StorageResource
 
-REGISTRY_ASSET = "eval_registry"
 REGISTRY_CODE_VERSION = "eval-registry-1"
-REGISTRY_TABLES = {
-    # owner-only: evaluation answers must not drift into anything a crawler or a report could read
-    "items": TableSpec(
-        pa.schema([("benchmark", pa.string()), ("item_id", pa.string()), ("field", pa.string()), ("text", pa.large_string())]),
-        private=True,
-    )
-}
+REGISTRY_TABLES = layer(EVAL_REGISTRY).table_specs()
 
 
 def load_current_registry(store: LayerStore) -> EvalRegistry:
     """The registry of the current eval_registry version, digest re-verified."""
-    version = store.current(REGISTRY_ASSET, UNPARTITIONED)
+    version = store.current(EVAL_REGISTRY, UNPARTITIONED)
     if version is None:
         raise FileNotFoundError(
             "eval_registry has not been materialized yet: materialize it first (the demo does; in the UI "
@@ -50,7 +43,7 @@ def eval_registry(storage: StorageResource, curation: CurationResource) -> dg.Ma
     registry = build_registry(cfg.registry_files, cfg.fields)
     store = storage.store()
     spec = {"code_version": REGISTRY_CODE_VERSION, "files": [str(p) for p in cfg.registry_files], "fields": list(cfg.fields)}
-    with store.new_version(REGISTRY_ASSET, UNPARTITIONED, REGISTRY_TABLES, spec) as w:
+    with store.new_version(EVAL_REGISTRY, UNPARTITIONED, REGISTRY_TABLES, spec) as w:
         w.write("items", [it.as_dict() for it in registry.items])
         version = w.commit(extra_manifest={"registry_digest": registry.digest, "benchmarks": registry.benchmarks()})
     return dg.MaterializeResult(

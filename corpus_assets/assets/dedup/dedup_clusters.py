@@ -3,8 +3,8 @@
 import dagster as dg
 
 from corpus_assets.assets.curation.curated_records import curated_records
-from corpus_assets.domain.dedup.clusters_layer import DEDUP_CODE_VERSION, SIGNATURES_ASSET, ReleaseDedupPolicy, build_dedup
-from corpus_assets.domain.core.config_files import validate
+from corpus_assets.domain.dedup.clusters_layer import DEDUP_CODE_VERSION, build_dedup
+from corpus_assets.domain.layers.registry import MINHASH_SIGNATURES
 from corpus_assets.metadata import markdown_table, ratio, version_metadata
 from corpus_assets.assets.dedup.minhash_signatures import minhash_signatures
 from corpus_assets.partitions import releases_partitions
@@ -38,9 +38,9 @@ def dedup_clusters(
 ) -> dg.MaterializeResult:
     name = context.partition_key
     spec = releases.spec(name)
-    policy = validate(ReleaseDedupPolicy, spec.dedup, f"releases/{name}.yaml: dedup")
+    policy = spec.dedup  # typed and checked when the spec was read
     store = storage.store()
-    snapshots = spec.snapshots.select(store.partitions(SIGNATURES_ASSET))
+    snapshots = spec.snapshots.select(store.partitions(MINHASH_SIGNATURES))
     if not snapshots:
         raise ValueError(f"release {name!r} selects no snapshot with materialized minhash_signatures")
     priority = {s.id: s.priority for s in sources.load().sources}

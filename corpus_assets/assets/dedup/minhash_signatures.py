@@ -3,7 +3,8 @@
 import dagster as dg
 
 from corpus_assets.assets.curation.curated_records import curated_records
-from corpus_assets.domain.dedup.signatures_layer import CURATED_ASSET, build_signatures
+from corpus_assets.domain.dedup.signatures_layer import build_signatures
+from corpus_assets.domain.layers.registry import CURATED_RECORDS
 from corpus_assets.domain.dedup.minhash import MINHASH_CODE_VERSION, minhash_policy_version
 from corpus_assets.metadata import version_metadata
 from corpus_assets.partitions import snapshots_partitions
@@ -27,7 +28,7 @@ from resources.storage import StorageResource
 def minhash_signatures(context: dg.AssetExecutionContext, storage: StorageResource, releases: ReleasesResource) -> dg.MaterializeResult:
     store = storage.store()
     policy = releases.dedup().minhash
-    curated = store.require_current(CURATED_ASSET, context.partition_key)
+    curated = store.require_current(CURATED_RECORDS, context.partition_key)
     version = build_signatures(store, context.partition_key, policy, curated=curated, log=context.log.info)
     return dg.MaterializeResult(
         data_version=dg.DataVersion(version.content_digest),

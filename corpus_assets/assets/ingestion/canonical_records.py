@@ -5,8 +5,8 @@ import dagster as dg
 from pydantic import Field
 
 from corpus_assets.domain.canonical.accounting import check_canonical_accounting
-from corpus_assets.domain.canonical.canonical_layer import CANONICAL_ASSET, CANONICAL_CODE_VERSION, build_canonical
-from corpus_assets.domain.ingest.capture import RAW_ASSET
+from corpus_assets.domain.canonical.canonical_layer import CANONICAL_CODE_VERSION, build_canonical
+from corpus_assets.domain.layers.registry import CANONICAL_RECORDS, RAW_SNAPSHOT
 from corpus_assets.domain.core.keys import parse_snapshot_key
 from corpus_assets.domain.deletion.purge import purge_snapshot
 from corpus_assets.domain.deletion.tombstones import load_tombstones
@@ -56,7 +56,7 @@ def canonical_records(
     cfg = sources.load()
     source = cfg.get(source_id)
     store = storage.store()
-    raw = store.require_current(RAW_ASSET, key)
+    raw = store.require_current(RAW_SNAPSHOT, key)
     tombstones = load_tombstones(catalog.catalog())
     summary = build_canonical(
         store, source, key, cfg.canonical, raw_version=raw, batch_size=config.batch_size, log=context.log.info,
@@ -67,8 +67,8 @@ def canonical_records(
         # a re-captured item that a deletion request covers: stub its raw bytes too (ids stay)
         purged = purge_snapshot(store, key, tombstones, request_ids=list(tombstones.request_ids))
         context.log.info(f"{key}: {summary.outcomes['deleted']} tombstoned record(s) refused; raw items stubbed: {purged.get('deleted_items', 0)}")
-        raw = store.require_current(RAW_ASSET, key)
-        version = store.require_current(CANONICAL_ASSET, key)
+        raw = store.require_current(RAW_SNAPSHOT, key)
+        version = store.require_current(CANONICAL_RECORDS, key)
     report = check_canonical_accounting(raw, version)
     reason_rows = sorted(summary.reasons.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0][1]))
     return dg.MaterializeResult(

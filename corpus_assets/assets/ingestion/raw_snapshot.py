@@ -3,7 +3,8 @@
 
 import dagster as dg
 
-from corpus_assets.domain.ingest.capture import CAPTURE_CODE_VERSION, RAW_ASSET, RAW_TABLE, capture_snapshot
+from corpus_assets.domain.ingest.capture import CAPTURE_CODE_VERSION, RAW_TABLE, capture_snapshot
+from corpus_assets.domain.layers.registry import RAW_SNAPSHOT
 from corpus_assets.domain.core.keys import parse_snapshot_key
 from corpus_assets.domain.storage.layer_store import LayerIntegrityError
 from corpus_assets.metadata import counts_table, version_metadata
@@ -53,7 +54,7 @@ def raw_snapshot(
     source_id, _ = parse_snapshot_key(key)
     source = sources.load().get(source_id)
     store = storage.store()
-    version = store.current(RAW_ASSET, key)
+    version = store.current(RAW_SNAPSHOT, key)
     if version is None:
         previous = catalog.catalog().crawl_state(source.id) if source.kind == "http_crawl" else None
         result = capture_snapshot(source, key, store, previous_state=previous, log=context.log.info)

@@ -2,11 +2,8 @@
 
 import dagster as dg
 
-from corpus_assets.domain.core.config_files import validate
-from corpus_assets.domain.pack.mixture import MixtureSpec
 from corpus_assets.domain.pack.mixture_layer import MIXTURE_LAYER_VERSION, build_mixture_plan
-from corpus_assets.domain.tokens.splits import SplitPolicy
-from corpus_assets.domain.tokens.token_views_layer import TOKEN_VIEWS_ASSET
+from corpus_assets.domain.layers.registry import TOKEN_VIEWS
 from corpus_assets.metadata import markdown_table, version_metadata
 from corpus_assets.partitions import releases_partitions
 from corpus_assets.assets.splits_tokens.token_views import token_views_asset
@@ -32,10 +29,9 @@ from resources.storage import StorageResource
 def mixture_plan_asset(context: dg.AssetExecutionContext, storage: StorageResource, releases: ReleasesResource) -> dg.MaterializeResult:
     name = context.partition_key
     rspec = releases.spec(name)
-    spec = validate(MixtureSpec, rspec.mixture, f"releases/{name}.yaml: mixture") if rspec.mixture is not None else None
-    train = validate(SplitPolicy, rspec.split, f"releases/{name}.yaml: split").names[0]
+    spec, train = rspec.mixture, rspec.split.names[0]  # typed and checked when the spec was read
     store = storage.store()
-    version, report = build_mixture_plan(store, name, spec, token_views=store.require_current(TOKEN_VIEWS_ASSET, name),
+    version, report = build_mixture_plan(store, name, spec, token_views=store.require_current(TOKEN_VIEWS, name),
                                          train_split=train, declared_sources=rspec.snapshots.sources)
     for w in report["warnings"]:
         context.log.warning(f"mixture {name}: {w}")

@@ -2,19 +2,15 @@
 
 import dagster as dg
 
-from corpus_assets.domain.core.config_files import validate
-from corpus_assets.domain.pack.mixture_layer import MIXTURE_ASSET
+from corpus_assets.domain.layers.registry import MIXTURE_PLAN, TOKENIZER, TOKEN_VIEWS
 from corpus_assets.domain.core.progress import Progress
-from corpus_assets.domain.tokens.tokenizer_layer import TOKENIZER_ASSET
 from corpus_assets.domain.pack.shards_layer import (
     SHARDS_LAYER_VERSION,
-    ShardSpec,
     build_packed_shards,
     resolve_packing,
     verify_packed_shards,
 )
-from corpus_assets.domain.tokens.splits import SplitPolicy
-from corpus_assets.domain.tokens.token_views_layer import TOKEN_VIEWS_ASSET, frozen_tokenizer_of
+from corpus_assets.domain.tokens.token_views_layer import frozen_tokenizer_of
 from corpus_assets.metadata import markdown_table, version_metadata
 from corpus_assets.assets.mixtures_packing.mixture_plan import mixture_plan_asset
 from corpus_assets.partitions import releases_partitions
@@ -48,11 +44,10 @@ def packed_shards_asset(context: dg.AssetExecutionContext, storage: StorageResou
     name = context.partition_key
     rspec = releases.spec(name)
     store = storage.store()
-    tok = frozen_tokenizer_of(store.require_current(TOKENIZER_ASSET, name))
+    tok = frozen_tokenizer_of(store.require_current(TOKENIZER, name))
     where = f"releases/{name}.yaml"
     policy, bos_id = resolve_packing(rspec.packing, tok.tokenizer.token_to_id, where)
-    shard_spec = validate(ShardSpec, rspec.shards, f"{where}: shards")
-    names = validate(SplitPolicy, rspec.split, f"{where}: split").names
+    shard_spec, names = rspec.shards, rspec.split.names  # typed and checked when the spec was read
     progress = Progress(context.log.info, f"packed_shards[{name}]", unit="splits", total=len(names))
     done = []
 
@@ -63,8 +58,8 @@ def packed_shards_asset(context: dg.AssetExecutionContext, storage: StorageResou
 
     version, report = build_packed_shards(
         store, name, policy, shard_spec,
-        token_views=store.require_current(TOKEN_VIEWS_ASSET, name),
-        mixture_plan=store.require_current(MIXTURE_ASSET, name),
+        token_views=store.require_current(TOKEN_VIEWS, name),
+        mixture_plan=store.require_current(MIXTURE_PLAN, name),
         tokenizer_digest=tok.digest, vocab_size=tok.vocab_size, split_names=names, bos_id=bos_id, log=log,
     )
     progress.finish()

@@ -7,6 +7,7 @@ import dagster as dg
 from corpus_assets.domain.release.publish import ReleaseConflictError, ReleaseVerificationError, verify_release
 from corpus_assets.domain.release.build import build_release
 from corpus_assets.domain.deletion.purge import scan_for_tombstoned
+from corpus_assets.domain.layers.registry import DEDUP_CLUSTERS
 from corpus_assets.domain.release.inputs import release_snapshots
 from corpus_assets.domain.release.registry import register_published, registry
 from corpus_assets.domain.deletion.tombstones import load_tombstones
@@ -70,7 +71,7 @@ def release_manifest_asset(
     governance = {s.id: {"kind": s.kind, **s.governance.model_dump(mode="json")} for s in sources.load().sources}
     try:
         built = build_release(
-            store, name, release_spec=spec.model_dump(mode="json"), sources_governance=governance,
+            store, name, release_spec=spec.as_written(), sources_governance=governance,
             releases_root=store.home / "releases", package_version=package_version(),
             tombstone_generation=tombs.generation, tombstone_requests=list(tombs.request_ids), tombstone_count=len(tombs),
             log=context.log.info,
@@ -120,7 +121,7 @@ def release_manifest_asset(
     if len(tombs):
         # the release's layers (its shard spans included: the published shards are hard links of
         # the current shard set) and its snapshots' layers
-        scope = {name, *release_snapshots(store.require_current("dedup_clusters", name))}
+        scope = {name, *release_snapshots(store.require_current(DEDUP_CLUSTERS, name))}
         hits = [{k: f[k] for k in ("asset", "partition", "column", "value") if k in f}
                 for f in scan_for_tombstoned(store, tombs) if f.get("partition") in scope]
     yield dg.AssetCheckResult(check_name="no_tombstoned_records", passed=not hits,

@@ -3,9 +3,8 @@
 import dagster as dg
 
 from corpus_assets.assets.dedup.dedup_clusters import dedup_clusters
-from corpus_assets.domain.core.config_files import validate
-from corpus_assets.domain.tokens.splits_layer import DEDUP_ASSET, SPLITS_LAYER_CODE_VERSION, build_splits
-from corpus_assets.domain.tokens.splits import SplitPolicy
+from corpus_assets.domain.tokens.splits_layer import SPLITS_LAYER_CODE_VERSION, build_splits
+from corpus_assets.domain.layers.registry import DEDUP_CLUSTERS
 from corpus_assets.metadata import markdown_table, version_metadata
 from corpus_assets.partitions import releases_partitions
 from resources.releases import ReleasesResource
@@ -28,9 +27,9 @@ from resources.storage import StorageResource
 )
 def splits_asset(context: dg.AssetExecutionContext, storage: StorageResource, releases: ReleasesResource) -> dg.MaterializeResult:
     name = context.partition_key
-    policy = validate(SplitPolicy, releases.spec(name).split, f"releases/{name}.yaml: split")
+    policy = releases.spec(name).split  # typed and checked when the spec was read
     store = storage.store()
-    version, report = build_splits(store, name, policy, dedup=store.require_current(DEDUP_ASSET, name))
+    version, report = build_splits(store, name, policy, dedup=store.require_current(DEDUP_CLUSTERS, name))
     rows = [
         (split, r["target"], r["records"], f"{r['record_share']:.3f}", r["groups"], f"{r['group_share']:.3f}", r["max_group_size"])
         for split, r in report["splits"].items()

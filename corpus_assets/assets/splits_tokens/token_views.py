@@ -3,11 +3,8 @@
 import dagster as dg
 from pydantic import Field
 
-from corpus_assets.domain.core.config_files import validate
 from corpus_assets.domain.core.progress import Progress
-from corpus_assets.domain.tokens.splits_layer import SPLITS_ASSET
-from corpus_assets.domain.tokens.tokenizer_layer import TOKENIZER_ASSET
-from corpus_assets.domain.tokens.token_views import TokenViewPolicy
+from corpus_assets.domain.layers.registry import SPLITS, TOKENIZER
 from corpus_assets.domain.tokens.token_views_layer import TOKEN_VIEWS_LAYER_VERSION, build_token_views
 from corpus_assets.metadata import markdown_table, version_metadata
 from corpus_assets.partitions import releases_partitions
@@ -47,7 +44,7 @@ def token_views_asset(
     context: dg.AssetExecutionContext, config: TokenViewsConfig, storage: StorageResource, releases: ReleasesResource
 ):
     name = context.partition_key
-    policy = validate(TokenViewPolicy, releases.spec(name).token_views, f"releases/{name}.yaml: token_views")
+    policy = releases.spec(name).token_views  # typed and checked when the spec was read
     store = storage.store()
     progress = Progress(context.log.info, f"token_views[{name}]")
 
@@ -57,8 +54,8 @@ def token_views_asset(
 
     version, report = build_token_views(
         store, name, policy,
-        splits=store.require_current(SPLITS_ASSET, name),
-        tokenizer=store.require_current(TOKENIZER_ASSET, name),
+        splits=store.require_current(SPLITS, name),
+        tokenizer=store.require_current(TOKENIZER, name),
         max_records=config.max_records, max_chars=config.max_chars, reuse=config.reuse, progress=on_batch,
     )
     progress.finish()

@@ -5,10 +5,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from corpus_assets.domain.core.config_files import validate
-from corpus_assets.domain.tokens.splits_layer import SPLITS_ASSET
+from corpus_assets.domain.layers.registry import SPLITS
 from corpus_assets.domain.tokens.tokenizer_layer import TOKENIZER_LAYER_CODE_VERSION, build_tokenizer
-from corpus_assets.domain.tokens.tokenizer import TokenizerSpec
 from corpus_assets.metadata import version_metadata
 from corpus_assets.partitions import releases_partitions
 from corpus_assets.assets.splits_tokens.splits import splits_asset
@@ -32,13 +30,13 @@ from resources.storage import StorageResource
 )
 def tokenizer_asset(context: dg.AssetExecutionContext, storage: StorageResource, releases: ReleasesResource) -> dg.MaterializeResult:
     name = context.partition_key
-    spec = validate(TokenizerSpec, releases.spec(name).tokenizer, f"releases/{name}.yaml: tokenizer")
+    spec = releases.spec(name).tokenizer_spec()  # typed and checked when the spec was read
     store = storage.store()
     started = time.monotonic()
     context.log.info(f"tokenizer[{name}]: " + (f"training byte-level BPE (vocab {spec.train.vocab_size}) on the training split"
                                               if spec.train is not None else f"loading {spec.path}"))
     version, frozen = build_tokenizer(
-        store, name, spec, splits=store.require_current(SPLITS_ASSET, name), base_dir=Path(releases.folder)
+        store, name, spec, splits=store.require_current(SPLITS, name), base_dir=Path(releases.folder)
     )
     trained_on = version.manifest.get("training_records")
     elapsed = time.monotonic() - started

@@ -17,50 +17,18 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-import pyarrow as pa
 
 from corpus_assets.domain.canonical.canonicalize import canonicalize_item, policy_version
 from corpus_assets.domain.ingest.capture import iter_raw_items
 from corpus_assets.domain.core.hashing import sha256_bytes
-from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion, TableSpec
+from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
 from corpus_assets.domain.core.reasons import OUTCOME_OF, Outcome, Reason
-from corpus_assets.domain.canonical.records import RECORDS_SCHEMA, record_to_row
+from corpus_assets.domain.canonical.records import record_to_row
+from corpus_assets.domain.layers.registry import CANONICAL_RECORDS, layer
 
-CANONICAL_ASSET = "canonical_records"
 CANONICAL_CODE_VERSION = "canonical-1"
 
-DECISIONS_SCHEMA = pa.schema(
-    [
-        ("item_index", pa.int64()),
-        ("item_id", pa.string()),
-        ("source_id", pa.string()),
-        ("snapshot", pa.string()),
-        ("record_id", pa.string()),
-        ("stage", pa.string()),
-        ("outcome", pa.string()),
-        ("reason", pa.string()),
-        ("detail", pa.string()),
-        ("policy_version", pa.string()),
-    ]
-)
-QUARANTINE_SCHEMA = pa.schema(
-    [
-        ("item_index", pa.int64()),
-        ("item_id", pa.string()),
-        ("uri", pa.string()),
-        ("reason", pa.string()),
-        ("detail", pa.string()),
-        ("raw_sha256", pa.string()),
-    ]
-)
-REFERENCES_SCHEMA = pa.schema([("record_id", pa.string()), ("reference_json", pa.string())])
-
-CANONICAL_TABLES = {
-    "records": TableSpec(RECORDS_SCHEMA),
-    "decisions": TableSpec(DECISIONS_SCHEMA),
-    "quarantine": TableSpec(QUARANTINE_SCHEMA, private=True),
-    "references": TableSpec(REFERENCES_SCHEMA, private=True),
-}
+CANONICAL_TABLES = layer(CANONICAL_RECORDS).table_specs()
 
 
 @dataclass
@@ -104,7 +72,7 @@ def build_canonical(
     n = 0
     seen_ids: set[str] = set()  # record ids are unique within a snapshot; later repeats are quarantined
     started = last_log = time.monotonic()
-    with store.new_version(CANONICAL_ASSET, snapshot, CANONICAL_TABLES, build_spec) as w:
+    with store.new_version(CANONICAL_RECORDS, snapshot, CANONICAL_TABLES, build_spec) as w:
         buf: dict[str, list] = {name: [] for name in CANONICAL_TABLES}
 
         def flush() -> None:

@@ -12,9 +12,9 @@ from typing import Optional
 from pydantic import BaseModel, ConfigDict, Field
 
 from corpus_assets.domain.core.config_files import read_yaml, validate
-from corpus_assets.domain.curate.decontam.detector import DecontamConfig
+from corpus_assets.domain.curate.decontam import DecontamConfig
 from corpus_assets.domain.curate.pii import PiiConfig
-from corpus_assets.domain.curate.quality.filters import QualityConfig
+from corpus_assets.domain.curate.quality import QualityConfig
 
 
 class CurationConfig(BaseModel):

@@ -24,86 +24,32 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-import pyarrow as pa
 
 from corpus_assets.domain.curate.config import CurationConfig
-from corpus_assets.domain.curate.decontam.detector import ContaminationIndex, decontam_policy_version, mask_spans
+from corpus_assets.domain.curate.decontam import ContaminationIndex, Decontaminator, decontam_policy_version
 from corpus_assets.domain.curate.decontam.eval_registry import EvalRegistry
 from corpus_assets.domain.core.hashing import canonical_digest, dedup_key, sha256_text
-from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion, TableSpec
+from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
 from corpus_assets.domain.curate.pii import PII_DETECTOR_VERSION, find_pii, pii_policy_version, redact_fields
-from corpus_assets.domain.curate.quality.filters import judge_record, quality_policy_version
+from corpus_assets.domain.curate.quality import judge_record, quality_policy_version
 from corpus_assets.domain.canonical.records import (
     PAYLOAD_ADAPTER,
-    RECORDS_SCHEMA,
     Record,
     payload_text_view,
     record_digest,
     record_to_row,
     row_to_record,
 )
+from corpus_assets.domain.layers.registry import CURATED_RECORDS, layer
 
-CURATED_ASSET = "curated_records"
 CURATED_CODE_VERSION = "curate-1"
-CANONICAL_ASSET = "canonical_records"
 
 # Payload keys that are structure, not text: never redacted or masked.
 _STRUCTURAL_KEYS = frozenset({"kind", "role", "id", "tool_call_id", "name", "content_type", "verdict", "url"})
 
 _PATH_PART_RE = re.compile(r"[^.\[\]]+|\[\d+\]")
 
-DECISIONS_SCHEMA = pa.schema(
-    [
-        ("record_id", pa.string()),
-        ("source_id", pa.string()),
-        ("snapshot", pa.string()),
-        ("schema_type", pa.string()),
-        ("domain", pa.string()),
-        ("lang", pa.string()),
-        ("stage", pa.string()),
-        ("outcome", pa.string()),
-        ("action", pa.string()),
-        ("reason", pa.string()),
-        ("detail", pa.string()),
-        ("policy_version", pa.string()),
-        ("chars_in", pa.int64()),
-        ("chars_out", pa.int64()),
-        ("pii_counts_json", pa.string()),
-    ]
-)
-PII_AUDIT_SCHEMA = pa.schema(
-    [
-        ("record_id", pa.string()),
-        ("field", pa.string()),
-        ("pii_type", pa.string()),
-        ("start", pa.int64()),
-        ("end", pa.int64()),
-        ("detector_version", pa.string()),
-    ]
-)
-CONTAMINATION_SCHEMA = pa.schema(
-    [
-        ("record_id", pa.string()),
-        ("source_id", pa.string()),
-        ("benchmark", pa.string()),
-        ("item_id", pa.string()),
-        ("field", pa.string()),
-        ("containment", pa.float64()),
-        ("matched_ngrams", pa.int64()),
-        ("item_ngrams", pa.int64()),
-        ("action", pa.string()),
-    ]
-)
-QUARANTINE_SCHEMA = pa.schema(
-    [("record_id", pa.string()), ("reason", pa.string()), ("detail", pa.string()), ("record_json", pa.large_string())]
-)
-CURATED_TABLES = {
-    "records": TableSpec(RECORDS_SCHEMA),
-    "decisions": TableSpec(DECISIONS_SCHEMA),
-    "pii_audit": TableSpec(PII_AUDIT_SCHEMA),
-    "contamination": TableSpec(CONTAMINATION_SCHEMA),
-    "quarantine": TableSpec(QUARANTINE_SCHEMA, private=True),
-}
+CURATED_TABLES = layer(CURATED_RECORDS).table_specs()
 
 
 def curation_policy_version(config: CurationConfig, registry_digest: str) -> str:
@@ -182,6 +128,9 @@ def build_curated(
     index = index if index is not None else (
         ContaminationIndex.build(registry, config.decontam) if config.decontam.enabled else None
     )
+    if index is not None and index.policy_version != decontam_policy_version(config.decontam, registry.digest):
+        # the decisions follow the index's own policy: it must be the one the version records
+        raise ValueError("the ContaminationIndex was built for another decontamination policy or registry")
     build_spec = {
         "code_version": CURATED_CODE_VERSION,
         "policy_version": policy,
@@ -191,7 +140,7 @@ def build_curated(
     }
     summary = CurationSummary(version=None, policy_version=policy, records_in=0)  # type: ignore[arg-type]
     started = last_log = time.monotonic()
-    with store.new_version(CURATED_ASSET, snapshot, CURATED_TABLES, build_spec) as w:
+    with store.new_version(CURATED_RECORDS, snapshot, CURATED_TABLES, build_spec) as w:
         buf: dict[str, list] = {name: [] for name in CURATED_TABLES}
 
         def flush() -> None:
@@ -238,40 +187,19 @@ def _curate_one(row: dict, config: CurationConfig, index, policy: str, buf: dict
     if outcome == "accepted" and index is not None:
         fields: dict[str, str] = {}
         _text_fields(record.payload.model_dump(mode="json"), "", fields)
-        masked: dict[str, str] = {}
-        for path, text in fields.items():
-            hits = [m for m in index.match(text) if m.containment >= config.decontam.tau]
-            if not hits:
-                continue
-            act = "mask" if config.decontam.action == "mask" else "remove"
-            for m in hits:
-                buf["contamination"].append(
-                    {
-                        "record_id": record.record_id,
-                        "source_id": record.source_id,
-                        "benchmark": m.benchmark,
-                        "item_id": m.item_id,
-                        "field": m.field,
-                        "containment": float(m.containment),
-                        "matched_ngrams": int(m.matched_ngrams),
-                        "item_ngrams": int(m.item_ngrams),
-                        "action": act,
-                    }
-                )
-                s.contamination[m.benchmark] = s.contamination.get(m.benchmark, 0) + 1
-            if act == "mask":
-                masked[path] = mask_spans(text, [sp for m in hits for sp in m.spans])
-            else:
-                ids = sorted({f"{m.benchmark}/{m.item_id}" for m in hits})
-                stage, outcome, action, reason = "decontam", "rejected", "reject", "decontam.benchmark_match"
-                detail = "matched " + ", ".join(ids[:5]) + (f" (+{len(ids) - 5} more)" if len(ids) > 5 else "")
-                break
-        if outcome == "accepted" and masked:
+        # the decision is the Decontaminator's (a view over the index: free to construct)
+        decision = Decontaminator(index).decide(fields)
+        buf["contamination"].extend(decision.contamination_rows(record.record_id, record.source_id))
+        for m in decision.matches:
+            s.contamination[m.benchmark] = s.contamination.get(m.benchmark, 0) + 1
+        if decision.action == "remove":
+            stage, outcome, action, reason, detail = "decontam", "rejected", "reject", decision.reason, decision.detail
+        elif decision.action == "mask":
             payload = current.payload.model_dump(mode="json")
-            for path, text in masked.items():
+            for path, text in decision.masked.items():
                 _set_path(payload, path, text)
             current = _with_payload(current, payload)
-            stage, action, reason = "decontam", "modify", "decontam.masked"
+            stage, action, reason = "decontam", "modify", decision.reason
 
     if outcome == "accepted" and config.pii.enabled:
         fields = {}

@@ -27,7 +27,7 @@ from corpus_assets.domain.dedup.exact import ExactGroup, alias_rows, exact_group
 from corpus_assets.domain.core.hashing import canonical_digest, dedup_normal_form
 from corpus_assets.domain.core.keys import parse_snapshot_key
 from corpus_assets.domain.core.progress import Progress
-from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion, TableSpec
+from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
 from corpus_assets.domain.dedup.lsh import LshPolicy
 from corpus_assets.domain.dedup.minhash import (
     MinHashPolicy,
@@ -37,10 +37,8 @@ from corpus_assets.domain.dedup.minhash import (
     shingle_set,
 )
 from corpus_assets.domain.dedup.near import near_dedup, stable_order
+from corpus_assets.domain.layers.registry import CLUSTERS_SCHEMA, CURATED_RECORDS, DEDUP_CLUSTERS, MINHASH_SIGNATURES, layer
 
-SIGNATURES_ASSET = "minhash_signatures"
-DEDUP_ASSET = "dedup_clusters"
-CURATED_ASSET = "curated_records"
 DEDUP_CODE_VERSION = "dedup-1"
 
 
@@ -52,33 +50,7 @@ class ReleaseDedupPolicy(BaseModel):
     lsh: LshPolicy = Field(default_factory=LshPolicy)  # lsh.threshold is also tau of Algorithm 18.1
 
 
-CLUSTERS_SCHEMA = pa.schema(
-    [
-        ("record_id", pa.string()),
-        ("source_id", pa.string()),
-        ("snapshot", pa.string()),
-        ("representative_id", pa.string()),
-        ("kind", pa.string()),  # representative | exact | near
-        ("jaccard", pa.float64()),
-        ("group_id", pa.string()),
-    ]
-)
-DEDUP_TABLES = {
-    "clusters": TableSpec(CLUSTERS_SCHEMA),
-    "aliases": TableSpec(
-        pa.schema(
-            [
-                ("dedup_key", pa.string()),
-                ("representative_id", pa.string()),
-                ("record_id", pa.string()),
-                ("source_id", pa.string()),
-                ("is_representative", pa.bool_()),
-            ]
-        )
-    ),
-    "edges": TableSpec(pa.schema([("record_id", pa.string()), ("neighbour_id", pa.string()), ("jaccard", pa.float64())])),
-    "superseded": TableSpec(pa.schema([("record_id", pa.string()), ("snapshot", pa.string()), ("superseded_by", pa.string())])),
-}
+DEDUP_TABLES = layer(DEDUP_CLUSTERS).table_specs()
 
 
 @dataclass
@@ -104,9 +76,9 @@ def _load_release_records(store: LayerStore, snapshots: list[str]):
     dtype = None
     # oldest first, so a later snapshot replaces an earlier copy of the same record id
     for snap in sorted(snapshots, key=lambda k: (parse_snapshot_key(k)[1], k)):
-        sig_v = store.require_current(SIGNATURES_ASSET, snap)
+        sig_v = store.require_current(MINHASH_SIGNATURES, snap)
         sig_digests[snap] = sig_v.content_digest
-        cur_v = store.require_current(CURATED_ASSET, snap)
+        cur_v = store.require_current(CURATED_RECORDS, snap)
         dtype = sig_v.manifest.get("signature_dtype") or dtype
         texts = {}
         for b in cur_v.iter_batches("records", columns=["record_id", "text", "governance_json"]):
@@ -225,7 +197,7 @@ def build_dedup(
         "lsh": result.policy,
         "minhash_policy": minhash_policy_version(minhash),
     }
-    with store.new_version(DEDUP_ASSET, release, DEDUP_TABLES, build_spec) as w:
+    with store.new_version(DEDUP_CLUSTERS, release, DEDUP_TABLES, build_spec) as w:
         w.write(
             "clusters",
             pa.table(

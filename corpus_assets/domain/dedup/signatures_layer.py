@@ -18,10 +18,9 @@ from corpus_assets.domain.core.config_files import read_yaml, validate
 from corpus_assets.domain.core.hashing import dedup_normal_form
 from corpus_assets.domain.core.progress import Progress
 from corpus_assets.domain.dedup.minhash import MinHashPolicy, minhash_policy_version, signatures
-from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion, TableSpec
+from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
+from corpus_assets.domain.layers.registry import MINHASH_SIGNATURES, SIGNATURES_SCHEMA, layer
 
-SIGNATURES_ASSET = "minhash_signatures"
-CURATED_ASSET = "curated_records"
 
 
 class DedupFile(BaseModel):
@@ -35,17 +34,7 @@ def load_dedup_file(path: Path | str) -> DedupFile:
     return validate(DedupFile, read_yaml(path) or {}, str(path))
 
 
-SIGNATURES_SCHEMA = pa.schema(
-    [
-        ("record_id", pa.string()),
-        ("source_id", pa.string()),
-        ("snapshot", pa.string()),
-        ("domain", pa.string()),
-        ("dedup_key", pa.string()),
-        ("signature", pa.binary()),
-    ]
-)
-SIGNATURES_TABLES = {"signatures": TableSpec(SIGNATURES_SCHEMA)}
+SIGNATURES_TABLES = layer(MINHASH_SIGNATURES).table_specs()
 
 def build_signatures(
     store: LayerStore, snapshot: str, policy: MinHashPolicy, *, curated: LayerVersion, batch_size: int = 2048,
@@ -54,7 +43,7 @@ def build_signatures(
     build_spec = {"minhash_policy": minhash_policy_version(policy), "curated_version": curated.content_digest}
     progress = Progress(log, f"minhash_signatures[{snapshot}]", total=curated.row_count("records")) if log else None
     done = 0
-    with store.new_version(SIGNATURES_ASSET, snapshot, SIGNATURES_TABLES, build_spec) as w:
+    with store.new_version(MINHASH_SIGNATURES, snapshot, SIGNATURES_TABLES, build_spec) as w:
         cols = ["record_id", "source_id", "snapshot", "domain", "dedup_key", "text"]
         for batch in curated.iter_batches("records", batch_size=batch_size, columns=cols):
             done += batch.num_rows

@@ -1,47 +1,10 @@
 """Deletion requests: validation, durable intake (API and drop folder), status.
 
-A deletion request names WHAT must go; ``tombstones.py`` resolves it through lineage into
-tombstones and ``purge.py`` rewrites the layers without the tombstoned records. This module only
-records requests durably in the control plane (``deletion_requests`` in ``catalog.py``).
-
-Kinds and their target (the ``target`` column):
-
-* ``record``  — ``record_id`` (``<source_id>:<local_id>``): withdraw one item of one source.
-* ``uri``     — ``uri``: the source URI of raw items, exactly as captured (a crawled URL, a
-  ``file://`` URI of a local file or dump). Every item of that URI is withdrawn — for a JSONL /
-  Parquet dump that is every line of the file.
-* ``source``  — ``source_id``: withdraw a whole source.
-* ``content`` — a takedown of content wherever it is: exactly one of ``content_sha256`` (64 hex
-  digits, the record text digest ``text_sha256``) or ``content_text``. Optionally
-  ``near_duplicates: true`` with ``near_threshold`` in (0, 1]: also verified near duplicates at
-  or above that Jaccard (see ``tombstones.resolve``).
-
-Decisions
----------
-* **Content text is hashed at intake and never kept.** ``content_text`` is normalized exactly as
-  the canonical layer normalizes document text (``normalize.normalize_text``: mojibake repair,
-  NFC, LF newlines, control characters removed, trailing whitespace stripped) and hashed with
-  ``hashing.sha256_text`` — the ``text_sha256`` of a record whose text view is that text. The
-  validated model keeps only ``content_sha256`` (``content_text`` is cleared, excluded from dumps
-  and ``repr``); validation errors never echo input values (``hide_input_in_errors``); a
-  drop-folder file holding ``content_text`` is archived with the text replaced by its digest, and
-  a rejected file that may hold it is not kept at all (its error file says so).
-* **Validation errors name the field** (``DeletionRequestError``: ``"<field>: <problem>"``), and
-  a malformed request changes nothing.
-* **Request ids are stable.** Through the API: ``del-`` + 16 hex digits of the sha256 of the
-  canonical JSON of (kind, target, near flags, requester, reason, received_at). From a drop-folder
-  file: of (file name, sha256 of the file's bytes) — so a file filed before a crash, and found
-  again because it was not moved yet, gets the same id and is not filed twice (inserting an
-  existing id is a no-op).
-* **Drop folder.** ``*.json`` files only (write ``x.json.tmp`` and rename, so a half-written file is
-  never picked up); each is parsed (UTF-8 JSON object, no duplicate keys, at most 1 MiB),
-  validated, filed, then moved to ``processed/`` — or to ``rejected/`` next to a
-  ``<name>.error.txt`` naming the problem. Moves are ``os.replace`` within the folder; name clashes
-  get the request id / digest appended, never an overwrite of a different file.
-* **Statuses**: ``received`` → ``resolved`` (tombstones written; ``tombstones.write_tombstones``
-  sets it together with the generation) → ``runs_requested`` → ``applied``; or ``rejected``.
-  ``set_status`` accepts any of them (the orchestration decides the flow); ``pending`` lists the
-  open ones oldest first.
+A request names WHAT must go (a record, the items of a URI, a whole source, or content by digest
+or text); ``tombstones.py`` resolves it through lineage and ``purge.py`` rewrites the layers. This
+module only records requests durably in the control plane: content text is hashed at intake and
+never kept, errors name the field and change nothing, ids are stable so a drop-folder file seen
+twice is filed once. Kinds, decisions and statuses: docs/deletion.md.
 """
 
 from __future__ import annotations

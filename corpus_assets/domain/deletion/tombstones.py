@@ -1,53 +1,12 @@
 """Deletion lineage: resolve a request to the record copies it covers, and keep tombstones.
 
-``resolve(store, request)`` walks the current layers (the seed's deletion lineage: withdrawn
-source item → canonical and curated records → exact aliases / near duplicates → releases whose
-dedup clusters, splits, token views, mixture plan or shard spans mention them) and returns a
-``Resolution``. ``write_tombstones`` turns it into rows of the append-only ``tombstones`` table
-(ids and digests only, never text); ``load_tombstones`` gives the ``TombstoneSet`` every later
-step asks (purge, scans, and future captures / rebuilds).
-
-Decisions
----------
-* **Granularity is the record id.** A tombstoned record id is gone in every snapshot: all its
-  current copies are listed (one row per (record id, snapshot, text digest); canonical and curated
-  copies differ in digest when curation redacted the text) and any later copy is refused. An
-  edited later version of a withdrawn item is refused too (the item was withdrawn, not one
-  version of it).
-* **record / uri / source = withdrawal of that source's copies.** Only the copies of the named
-  record, of the items captured from the URI, or of the source's records are tombstoned. The same
-  content carried by other sources stays — under its remaining aliases; the dedup representative
-  may change when the release is rebuilt. Scope ``record``: text digests of these rows are NOT
-  refused later (another source may legitimately hold the text).
-* **content = takedown.** Seed: every current canonical or curated record whose ``text_sha256``
-  equals the target. Closure, to a fixed point: exact duplicates (the same ``dedup_key`` in any
-  current snapshot — also outside every release — and the members of the same exact group in the
-  ``aliases`` of any current ``dedup_clusters``), and, with ``near_duplicates``, records joined by
-  a verified near pair (``edges``, and ``clusters`` rows of kind ``near``) with Jaccard >=
-  ``near_threshold``; transitive only through such pairs (edges below the threshold do not
-  propagate). Scope ``content``: every copy's digest is refused later, and a content-only row
-  (record id ``''``) keeps the target digest even if no copy exists now.
-* **Request-level rows make withdrawals durable.** Every request writes one row with
-  ``snapshot = ''`` carrying its target: the record id (record), the URI (uri, ``record_id = ''``),
-  the source id (source, ``record_id = uri = ''``) or the digest (content). So a withdrawn record
-  id, URI or source is refused in later snapshots even when nothing is stored now. A source
-  withdrawal is permanent for that source id (tombstones are append-only): taking a source back
-  means registering it under a new id with new rights evidence.
-* **Membership** (``TombstoneSet.is_tombstoned``): a record id (listed, or its ``<source_id>:``
-  prefix names a withdrawn source), a URI (uri requests only — a dump's URI covers every line),
-  a source id, or a text digest (content scope only). The answer is the request id that
-  tombstoned it (the earliest generation), else None.
-* **Generations.** ``write_tombstones`` writes a request's rows in one transaction with
-  generation = max existing + 1 (monotone); writing the same request again returns its existing
-  generation and adds nothing — a request is resolved once (later copies of what it names are
-  caught by membership). It also records the generation on the request and moves it from
-  ``received`` to ``resolved``. No function here (or anywhere) deletes or updates tombstones.
-* **Releases affected**: every release partition whose current ``dedup_clusters``, ``splits``,
-  ``token_views``, ``mixture_plan`` or ``packed_shards`` (shard ``.spans.parquet`` files) names one
-  of the record ids (or, for a source withdrawal, any record id of the source).
-
-Known limit: exact aliases and near edges (at or above the threshold) of the current dedup
-versions are held in memory during a content resolution; record scans stream.
+``resolve`` walks the current layers — raw items, the record copies of every snapshot, exact
+aliases and near duplicates, and the release layers (and shard spans) that mention them, all as the
+layer registry describes them — and returns a ``Resolution``. ``write_tombstones`` appends it to
+the ``tombstones`` table (ids and digests only, never text, one monotone generation per request);
+``load_tombstones`` gives the ``TombstoneSet`` every later step asks. Withdrawals (record, URI,
+source) remove that source's copies; a content takedown removes every copy, its exact duplicates
+and, on request, its verified near duplicates. Rules and why: docs/deletion.md.
 """
 
 from __future__ import annotations
@@ -66,14 +25,10 @@ from corpus_assets.domain.storage.catalog import Catalog
 from corpus_assets.domain.core.keys import InvalidKeyError, parse_snapshot_key
 from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
 from corpus_assets.domain.pack.shards_layer import shard_directory
+from corpus_assets.domain.layers import registry
+from corpus_assets.domain.layers.registry import CANONICAL_RECORDS, DEDUP_CLUSTERS, RAW_SNAPSHOT
 
 __all__ = [
-    "RAW_ASSET",
-    "CANONICAL_ASSET",
-    "CURATED_ASSET",
-    "SIGNATURES_ASSET",
-    "SNAPSHOT_ASSETS",
-    "RELEASE_ASSETS",
     "RecordCopy",
     "Resolution",
     "TombstoneSet",
@@ -84,21 +39,6 @@ __all__ = [
     "shard_spans_files",
 ]
 
-RAW_ASSET = "raw_snapshot"
-CANONICAL_ASSET = "canonical_records"
-CURATED_ASSET = "curated_records"
-SIGNATURES_ASSET = "minhash_signatures"
-SNAPSHOT_ASSETS = (RAW_ASSET, CANONICAL_ASSET, CURATED_ASSET, SIGNATURES_ASSET)
-DEDUP_ASSET = "dedup_clusters"
-SHARDS_ASSET = "packed_shards"
-# release asset -> tables with record ids (packed_shards: the spans files its rows point to)
-RELEASE_ASSETS = {
-    DEDUP_ASSET: ("clusters", "aliases"),
-    "splits": ("assignments",),
-    "token_views": ("views", "rejected"),
-    "mixture_plan": ("plan",),
-    SHARDS_ASSET: (),
-}
 _RECORD_COLUMNS = ["record_id", "source_id", "snapshot", "item_id", "text_sha256", "record_sha256", "dedup_key"]
 _BATCH = 8192
 
@@ -153,8 +93,8 @@ def _kind_target(request) -> tuple[str, str, bool, Optional[float]]:
 
 def _snapshot_partitions(store: LayerStore, source_id: Optional[str] = None) -> list[str]:
     parts: set[str] = set()
-    for asset in (RAW_ASSET, CANONICAL_ASSET, CURATED_ASSET):
-        parts.update(store.partitions(asset))
+    for la in registry.snapshot_layers():
+        parts.update(store.partitions(la.asset))
     out = []
     for p in sorted(parts):
         try:
@@ -166,10 +106,15 @@ def _snapshot_partitions(store: LayerStore, source_id: Optional[str] = None) -> 
     return out
 
 
+def _release_record_layers() -> list[registry.Layer]:
+    """Release layers whose tables (or shard spans) name records."""
+    return [la for la in registry.release_layers() if la.record_tables() or la.shard_spans]
+
+
 def _release_partitions(store: LayerStore) -> list[str]:
     parts: set[str] = set()
-    for asset in RELEASE_ASSETS:
-        parts.update(store.partitions(asset))
+    for la in _release_record_layers():
+        parts.update(store.partitions(la.asset))
     return sorted(parts)
 
 
@@ -185,24 +130,25 @@ def _filtered(version: LayerVersion, table: str, columns: list[str], column: str
 
 
 def _record_rows(store: LayerStore, snapshots: list[str], column: str, values: Iterable[str]) -> list[dict]:
-    """Canonical and curated record rows (ids and digests) whose ``column`` is in ``values``."""
+    """Record rows (ids and digests) of every layer holding record copies (canonical, curated)
+    whose ``column`` is in ``values``."""
     values = set(values)
     out = []
     for snap in snapshots:
-        for asset in (CANONICAL_ASSET, CURATED_ASSET):
-            v = store.current(asset, snap)
+        for la in registry.record_copy_layers():
+            v = store.current(la.asset, snap)
             if v is None:
                 continue
-            for row in _filtered(v, "records", _RECORD_COLUMNS, column, values):
-                row["layer"] = asset
+            for row in _filtered(v, la.main_table, _RECORD_COLUMNS, column, values):
+                row["layer"] = la.asset
                 out.append(row)
     return out
 
 
 def _item_uris(store: LayerStore, snapshot: str, record_ids: set[str]) -> dict[str, str]:
     """record id -> URI of the raw item it came from (canonical decisions -> raw items)."""
-    canon = store.current(CANONICAL_ASSET, snapshot)
-    raw = store.current(RAW_ASSET, snapshot)
+    canon = store.current(CANONICAL_RECORDS, snapshot)
+    raw = store.current(RAW_SNAPSHOT, snapshot)
     if canon is None or raw is None or not record_ids:
         return {}
     index_of = {r["item_index"]: r["record_id"] for r in _filtered(canon, "decisions", ["item_index", "record_id"], "record_id", record_ids)}
@@ -220,12 +166,12 @@ def _items_with_uri(store: LayerStore, snapshots: list[str], uri: str) -> tuple[
     items: list[tuple[str, int, str]] = []
     ids: set[str] = set()
     for snap in snapshots:
-        raw = store.current(RAW_ASSET, snap)
+        raw = store.current(RAW_SNAPSHOT, snap)
         if raw is None:
             continue
         found = {r["item_index"]: r["item_id"] for r in _filtered(raw, "items", ["item_index", "item_id", "uri"], "uri", [uri])}
         items.extend((snap, i, found[i]) for i in sorted(found))
-        canon = store.current(CANONICAL_ASSET, snap)
+        canon = store.current(CANONICAL_RECORDS, snap)
         if canon is None or not found:
             continue
         for batch in canon.iter_batches("decisions", batch_size=_BATCH, columns=["item_index", "record_id"]):
@@ -241,8 +187,8 @@ def _items_with_uri(store: LayerStore, snapshots: list[str], uri: str) -> tuple[
 def _alias_groups(store: LayerStore) -> dict[str, set[str]]:
     """record id -> the other members of its exact group, over every current dedup version."""
     groups: dict[str, set[str]] = {}
-    for release in store.partitions(DEDUP_ASSET):
-        v = store.current(DEDUP_ASSET, release)
+    for release in store.partitions(DEDUP_CLUSTERS):
+        v = store.current(DEDUP_CLUSTERS, release)
         if v is None or "aliases" not in v.manifest["tables"]:
             continue
         members: dict[str, set[str]] = {}
@@ -265,8 +211,8 @@ def _near_neighbours(store: LayerStore, threshold: float) -> dict[str, set[str]]
             adj.setdefault(a, set()).add(b)
             adj.setdefault(b, set()).add(a)
 
-    for release in store.partitions(DEDUP_ASSET):
-        v = store.current(DEDUP_ASSET, release)
+    for release in store.partitions(DEDUP_CLUSTERS):
+        v = store.current(DEDUP_CLUSTERS, release)
         if v is None:
             continue
         if "edges" in v.manifest["tables"]:
@@ -339,7 +285,7 @@ def _mentions(ids: pa.Array, prefix: Optional[str], column: pa.ChunkedArray) -> 
 
 
 def _version_mentions(version: LayerVersion, table: str, ids: pa.Array, prefix: Optional[str]) -> bool:
-    if table not in version.manifest["tables"]:
+    if table not in version.manifest["tables"] or "record_id" not in pq.read_schema(version.table_files(table)[0]).names:
         return False
     for batch in version.iter_batches(table, batch_size=_BATCH, columns=["record_id"]):
         if _mentions(ids, prefix, pa.chunked_array([batch.column(0)])):
@@ -354,16 +300,16 @@ def _releases_mentioning(store: LayerStore, record_ids: Iterable[str], prefix: O
     out: dict[str, tuple[str, ...]] = {}
     for release in _release_partitions(store):
         hit = []
-        for asset, tables in RELEASE_ASSETS.items():
-            v = store.current(asset, release)
+        for la in _release_record_layers():
+            v = store.current(la.asset, release)
             if v is None:
                 continue
-            if asset == SHARDS_ASSET:
+            if any(_version_mentions(v, t, ids, prefix) for t in la.record_tables()):
+                hit.append(la.asset)
+            elif la.shard_spans:
                 files = shard_spans_files(store, v)
                 if any(p.is_file() and _mentions(ids, prefix, pq.read_table(p, columns=["record_id"]).column(0)) for p in files):
-                    hit.append(asset)
-            elif any(_version_mentions(v, t, ids, prefix) for t in tables):
-                hit.append(asset)
+                    hit.append(la.asset)
         if hit:
             out[release] = tuple(hit)
     return out
@@ -390,10 +336,10 @@ def resolve(store: LayerStore, request) -> Resolution:
         prefix = target + ":"
         via = {}
         for snap in snapshots:
-            for asset in (CANONICAL_ASSET, CURATED_ASSET):
-                v = store.current(asset, snap)
+            for la in registry.record_copy_layers():
+                v = store.current(la.asset, snap)
                 if v is not None:
-                    for b in v.iter_batches("records", batch_size=_BATCH, columns=["record_id"]):
+                    for b in v.iter_batches(la.main_table, batch_size=_BATCH, columns=["record_id"]):
                         via.update({rid: "source" for rid in b.column(0).to_pylist()})
     elif kind == "content":
         snapshots = _snapshot_partitions(store)

@@ -17,13 +17,13 @@ from typing import Callable, Iterator, Optional
 from corpus_assets.domain.storage.catalog import CrawlStateRow
 from corpus_assets.domain.core.hashing import sha256_bytes
 from corpus_assets.domain.core.keys import parse_snapshot_key
-from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion, TableSpec
-from corpus_assets.domain.ingest.raw_items import RAW_SCHEMA, RawItem
+from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
+from corpus_assets.domain.ingest.raw_items import RawItem
+from corpus_assets.domain.layers.registry import RAW_SNAPSHOT, layer
 
-RAW_ASSET = "raw_snapshot"
 RAW_TABLE = "items"
 CAPTURE_CODE_VERSION = "capture-1"
-RAW_TABLES = {RAW_TABLE: TableSpec(RAW_SCHEMA, private=True)}
+RAW_TABLES = layer(RAW_SNAPSHOT).table_specs()
 
 Log = Optional[Callable[[str], None]]
 
@@ -132,7 +132,7 @@ def capture_snapshot(
     n = 0
     started = time.monotonic()
     last_log = started
-    with store.new_version(RAW_ASSET, snapshot, RAW_TABLES, build_spec) as writer:
+    with store.new_version(RAW_SNAPSHOT, snapshot, RAW_TABLES, build_spec) as writer:
         batch: list[dict] = []
         batch_bytes = 0
         for item in items:

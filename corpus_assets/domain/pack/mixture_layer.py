@@ -22,36 +22,12 @@ from typing import Optional, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion, TableSpec
+from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
 from corpus_assets.domain.pack.mixture import MIXTURE_PLAN_SCHEMA, MixtureSpec, SourceUnits, build_plan, mixture_spec_version
+from corpus_assets.domain.layers.registry import MIXTURE_PLAN, MIXTURE_SOURCES_SCHEMA, layer
 
-MIXTURE_ASSET = "mixture_plan"
 MIXTURE_LAYER_VERSION = "mixture-layer-2"  # 2: the per-source ``sources`` table
-# One row per source (or tag) of the plan: the report fields that SQL reports read (the ``plan``
-# table holds the draws themselves). importance_weight / target_weight are null without
-# ``target_weights``; shares are in [0, 1], effective epochs in the declared unit.
-SOURCES_SCHEMA = pa.schema(
-    [
-        ("source", pa.string()),
-        ("key", pa.string()),  # source | tag
-        ("unit", pa.string()),  # documents | tokens
-        ("target_share", pa.float64()),
-        ("quota", pa.int64()),
-        ("draws", pa.int64()),
-        ("tokens", pa.int64()),
-        ("document_share", pa.float64()),
-        ("token_share", pa.float64()),
-        ("available_records", pa.int64()),
-        ("available_tokens", pa.int64()),
-        ("unique_records", pa.int64()),
-        ("effective_epochs", pa.float64()),
-        ("epoch_limit", pa.float64()),
-        ("max_repeat", pa.int64()),
-        ("target_weight", pa.float64()),
-        ("importance_weight", pa.float64()),
-    ]
-)
-MIXTURE_TABLES = {"plan": TableSpec(MIXTURE_PLAN_SCHEMA), "sources": TableSpec(SOURCES_SCHEMA)}
+MIXTURE_TABLES = layer(MIXTURE_PLAN).table_specs()
 
 
 def sources_table(report: dict) -> pa.Table:
@@ -60,10 +36,10 @@ def sources_table(report: dict) -> pa.Table:
     for name, r in sorted(report.get("sources", {}).items()):
         rows.append({
             "source": name, "key": report.get("key"), "unit": report.get("unit"),
-            **{f: r.get(f) for f in SOURCES_SCHEMA.names if f not in ("source", "key", "unit", "epoch_limit")},
+            **{f: r.get(f) for f in MIXTURE_SOURCES_SCHEMA.names if f not in ("source", "key", "unit", "epoch_limit")},
             "epoch_limit": report.get("epoch_limit"),
         })
-    return pa.Table.from_pylist(rows, schema=SOURCES_SCHEMA)
+    return pa.Table.from_pylist(rows, schema=MIXTURE_SOURCES_SCHEMA)
 
 
 def packable_views(views: pa.Table | pa.RecordBatch) -> pa.Table | pa.RecordBatch:
@@ -129,7 +105,7 @@ def build_mixture_plan(
         "token_views_version": token_views.content_digest,
         "train_split": train_split,
     }
-    with store.new_version(MIXTURE_ASSET, release, MIXTURE_TABLES, build) as w:
+    with store.new_version(MIXTURE_PLAN, release, MIXTURE_TABLES, build) as w:
         w.write("plan", table)
         w.write("sources", sources_table(report))
         version = w.commit(extra_manifest={"report": report})

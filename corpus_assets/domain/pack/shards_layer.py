@@ -33,13 +33,12 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from corpus_assets.domain.core.faults import pause_point
 from corpus_assets.domain.core.hashing import canonical_json
-from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion, TableSpec
+from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
 from corpus_assets.domain.pack.packing import Packer, PackedBlocks, PackingPolicy, coverage_check, packing_policy_version
 from corpus_assets.domain.pack.shards import (
     ShardIntegrityError,
@@ -50,25 +49,12 @@ from corpus_assets.domain.pack.shards import (
     write_shard_manifest,
 )
 from corpus_assets.domain.pack.view_spool import SplitViews, SpooledViews
+from corpus_assets.domain.layers.registry import PACKED_SHARDS, layer
 
-SHARDS_ASSET = "packed_shards"
 SHARDS_LAYER_VERSION = "packed-shards-layer-1"
 DEFAULT_SEQ_LEN = 2048  # T when the release spec has no packing.seq_len
 
-SHARDS_SCHEMA = pa.schema(
-    [
-        ("split", pa.string()),
-        ("name", pa.string()),
-        ("directory", pa.string()),  # relative to $CORPUS_HOME
-        ("blocks", pa.int64()),
-        ("tokens", pa.int64()),
-        ("content_tokens", pa.int64()),
-        ("loss_tokens", pa.int64()),
-        ("bin_sha256", pa.string()),
-        ("meta_json", pa.string()),  # the shard's complete metadata (shards.write_shards)
-    ]
-)
-SHARDS_TABLES = {"shards": TableSpec(SHARDS_SCHEMA)}
+SHARDS_TABLES = layer(PACKED_SHARDS).table_specs()
 
 
 class ShardSpec(BaseModel):
@@ -78,39 +64,52 @@ class ShardSpec(BaseModel):
     positions: int = Field(default=1 << 22, ge=1, description="S: positions per shard; a shard holds floor(S/T) whole blocks")
 
 
-class PackingSection(BaseModel):
-    """The ``packing`` section: a ``PackingPolicy`` plus special tokens named by text, resolved
-    with the release tokenizer (``pad_token`` overrides ``pad_id``; ``bos_token`` is required for
-    ``boundary: bos``)."""
+class PackingSection(PackingPolicy):
+    """The ``packing`` section of a release spec, validated when the spec is read: every
+    ``PackingPolicy`` field (``seq_len`` defaults to ``DEFAULT_SEQ_LEN``) plus special tokens named
+    by text, which only the release tokenizer can turn into ids (``resolve_packing``):
+    ``pad_token`` overrides ``pad_id``; ``bos_token`` is required for ``boundary: bos``.
 
-    model_config = ConfigDict(extra="allow", frozen=True)
-    pad_token: Optional[str] = None
-    bos_token: Optional[str] = None
+    Not a policy itself: ``resolve_packing`` builds the ``PackingPolicy`` the packer uses (the
+    token names are not policy fields and never enter ``packing_policy_version``)."""
+
+    seq_len: int = Field(default=DEFAULT_SEQ_LEN, ge=1, description="T, positions per block")
+    pad_token: Optional[str] = Field(default=None, min_length=1, description="padding token, by text (overrides pad_id)")
+    bos_token: Optional[str] = Field(default=None, min_length=1, description="BOS token, by text (boundary: bos)")
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _bos_named(cls, data, handler):
+        section = handler(data)
+        if section.boundary == "bos" and section.bos_token is None:
+            from corpus_assets.domain.core.config_files import field_errors
+
+            raise field_errors(cls.__name__, [(("bos_token",), "boundary is 'bos' but no bos_token is named "
+                                               "(the token the packer puts at the start of every sample)", None)])
+        return section
 
 
-def resolve_packing(section: dict, token_to_id: Callable[[str], Optional[int]], where: str) -> tuple[PackingPolicy, Optional[int]]:
-    """(policy, bos_id) from a ``packing`` section; a named token missing from the vocabulary is a
-    ``ValueError`` naming the field."""
-    section = dict(section)
-    pad_token = section.pop("pad_token", None)
-    bos_token = section.pop("bos_token", None)
+def resolve_packing(
+    section: PackingSection | dict, token_to_id: Callable[[str], Optional[int]], where: str
+) -> tuple[PackingPolicy, Optional[int]]:
+    """(policy, bos_id) from a ``packing`` section (a dict is validated first); a named token
+    missing from the vocabulary is a ``ValueError`` naming the field."""
+    if not isinstance(section, PackingSection):
+        from corpus_assets.domain.core.config_files import validate
+
+        section = validate(PackingSection, dict(section), f"{where}: packing")
+    fields = section.model_dump(exclude={"pad_token", "bos_token"})
     bos_id = None
-    if pad_token is not None:
-        pid = token_to_id(pad_token)
+    if section.pad_token is not None:
+        pid = token_to_id(section.pad_token)
         if pid is None:
-            raise ValueError(f"{where}: packing.pad_token {pad_token!r} is not in the tokenizer's vocabulary")
-        section["pad_id"] = pid
-    if bos_token is not None:
-        bos_id = token_to_id(bos_token)
+            raise ValueError(f"{where}: packing.pad_token {section.pad_token!r} is not in the tokenizer's vocabulary")
+        fields["pad_id"] = pid
+    if section.bos_token is not None:
+        bos_id = token_to_id(section.bos_token)
         if bos_id is None:
-            raise ValueError(f"{where}: packing.bos_token {bos_token!r} is not in the tokenizer's vocabulary")
-    section.setdefault("seq_len", DEFAULT_SEQ_LEN)
-    from corpus_assets.domain.core.config_files import validate
-
-    policy = validate(PackingPolicy, section, f"{where}: packing")
-    if policy.boundary == "bos" and bos_id is None:
-        raise ValueError(f"{where}: packing.boundary is 'bos' but no packing.bos_token is named")
-    return policy, bos_id
+            raise ValueError(f"{where}: packing.bos_token {section.bos_token!r} is not in the tokenizer's vocabulary")
+    return PackingPolicy.model_validate(fields), bos_id
 
 
 def _chunks(tokens: np.ndarray, max_samples: int, max_tokens: int):
@@ -299,7 +298,7 @@ def build_packed_shards(
         "mixture_plan_version": mixture_plan.content_digest,
         "tokenizer_digest": tokenizer_digest,
     }
-    with store.new_version(SHARDS_ASSET, release, SHARDS_TABLES, build) as w:
+    with store.new_version(PACKED_SHARDS, release, SHARDS_TABLES, build) as w:
         w.write("shards", rows_out)
         version = w.commit(extra_manifest={"report": report})
     return version, report
@@ -324,7 +323,7 @@ def _denominators(mixture_plan: LayerVersion, token_views: LayerVersion, train: 
 def shard_dirs(store: LayerStore, release: str, split: str) -> list[tuple[Path, dict]]:
     """(directory, metadata) of every shard of ``split`` in the release's current packed_shards
     version — what ``reader.ShardReader`` takes."""
-    v = store.require_current(SHARDS_ASSET, release)
+    v = store.require_current(PACKED_SHARDS, release)
     out = []
     for r in v.read_table("shards").to_pylist():
         if r["split"] == split:

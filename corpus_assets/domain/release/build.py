@@ -30,6 +30,8 @@ from typing import Any, Mapping, Optional
 from corpus_assets.domain.core.faults import pause_point
 from corpus_assets.domain.storage.layer_store import LayerStore
 from corpus_assets.domain.release.publish import PublishResult, build_id as compute_build_id, publish_release
+from corpus_assets.domain.layers import registry
+from corpus_assets.domain.layers.registry import PACKED_SHARDS
 from corpus_assets.domain.release.inputs import gather_release_inputs
 from corpus_assets.domain.release.manifest import data_card_renderer, environment_digest, validate_manifest
 from corpus_assets.domain.release.mirror import pull_release, push_release, withdraw_remote
@@ -117,7 +119,7 @@ def build_release(
         package_version=package_version,
     )
     bid = compute_build_id(build_spec)
-    shard_rows = store.require_current("packed_shards", release).read_table("shards").to_pylist()
+    shard_rows = store.require_current(PACKED_SHARDS, release).read_table("shards").to_pylist()
 
     def stage(tmp: Path) -> None:
         stage_shards(store, shard_rows, tmp)
@@ -204,10 +206,10 @@ def withdraw_revoked(store: LayerStore, releases_root: Path, release: str, build
         (d / "REVOKED.json").write_bytes(note_bytes)
     if store.remote is not None:
         out["shards_removed"] = max(out["shards_removed"], withdraw_remote(store.remote, release, build_id, note_bytes))
-    for asset in ("dedup_clusters", "splits", "tokenizer", "token_views", "mixture_plan", "packed_shards"):
-        if store.current_version_name(asset, release) is not None:  # nothing downloaded to ask
-            out["layer_versions_dropped"] += len(store.drop_versions(asset, release))
-    cur = store.current_manifest("packed_shards", release)
+    for la in registry.release_layers():
+        if la.tables and store.current_version_name(la.asset, release) is not None:  # nothing downloaded to ask
+            out["layer_versions_dropped"] += len(store.drop_versions(la.asset, release))
+    cur = store.current_manifest(PACKED_SHARDS, release)
     keep = {Path(cur.get("report", {}).get("shard_set", "")).name} if cur is not None else set()
     for name in store.trees(f"shards/{release}"):
         if name not in keep:

@@ -18,18 +18,25 @@ from collections import Counter
 from typing import Any, Mapping
 
 
-from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
-
-RELEASE_ASSETS = ("dedup_clusters", "splits", "tokenizer", "token_views", "mixture_plan", "packed_shards")
-SNAPSHOT_ASSETS = ("raw_snapshot", "canonical_records", "curated_records", "minhash_signatures")
+from corpus_assets.domain.layers import registry
+from corpus_assets.domain.layers.registry import (
+    CANONICAL_RECORDS,
+    CURATED_RECORDS,
+    DEDUP_CLUSTERS,
+    MIXTURE_PLAN,
+    PACKED_SHARDS,
+    RAW_SNAPSHOT,
+    TOKEN_VIEWS,
+    TOKENIZER,
+    BuildId,
+    Partitioning,
+)
+from corpus_assets.domain.storage.layer_store import UNPARTITIONED, LayerStore, LayerVersion
 
 
 def release_snapshots(dedup: LayerVersion) -> list[str]:
     t = dedup.read_table("clusters", columns=["snapshot"])
     return sorted(set(t.column("snapshot").to_pylist()))
-
-
-MANIFEST_ONLY = ("raw_snapshot", "minhash_signatures")
 
 
 def _peek(store: LayerStore, asset: str, partition: str) -> LayerVersion:
@@ -58,16 +65,20 @@ def gather_release_inputs(
     package_version: str,
 ) -> tuple[dict, dict]:
     """(build_spec, sections) of the release's current layer versions."""
-    layers = {a: store.require_current(a, release) for a in RELEASE_ASSETS}
-    snapshots = release_snapshots(layers["dedup_clusters"])
-    # raw bytes and signatures are only named (digest, item count): their manifests suffice, and
-    # with an object-store data root nothing of them is downloaded
-    snap_layers = {s: {a: _peek(store, a, s) if a in MANIFEST_ONLY else store.require_current(a, s)
-                       for a in SNAPSHOT_ASSETS} for s in snapshots}
-    registry = store.require_current("eval_registry", "_all")
+    # the build's inputs are what the layer registry says enters a build id; layers named only by
+    # their digest (raw bytes, signatures) are read from their manifests, so with an object-store
+    # data root nothing of them is downloaded
+    def opened(la: registry.Layer, partition: str) -> LayerVersion:
+        return _peek(store, la.asset, partition) if la.build_id is BuildId.MANIFEST else store.require_current(la.asset, partition)
+
+    layers = {la.asset: opened(la, release) for la in registry.build_inputs(Partitioning.RELEASES)}
+    snapshots = release_snapshots(layers[DEDUP_CLUSTERS])
+    snap_layers = {s: {la.asset: opened(la, s) for la in registry.build_inputs(Partitioning.SNAPSHOTS)} for s in snapshots}
+    shared = {la.asset: opened(la, UNPARTITIONED) for la in registry.build_inputs(Partitioning.NONE)}
+    registry_version = shared[registry.EVAL_REGISTRY]
 
     input_versions = {a: v.content_digest for a, v in layers.items()}
-    input_versions["eval_registry"] = registry.content_digest
+    input_versions.update({a: v.content_digest for a, v in shared.items()})
     for s, vs in snap_layers.items():
         for a, v in vs.items():
             input_versions[f"{a}/{s}"] = v.content_digest
@@ -75,7 +86,7 @@ def gather_release_inputs(
     for s, vs in snap_layers.items():
         for a, v in vs.items():
             code_versions.setdefault(a, v.manifest.get("build_spec", {}).get("code_version", ""))
-    tok = layers["tokenizer"].manifest
+    tok = layers[TOKENIZER].manifest
     build_spec = {
         "format": "corpus-build/1",
         "release": release,
@@ -84,7 +95,7 @@ def gather_release_inputs(
         "code_versions": dict(sorted(code_versions.items())),
         "input_versions": dict(sorted(input_versions.items())),
         "tokenizer_digest": tok["tokenizer_digest"],
-        "eval_registry_digest": registry.manifest.get("registry_digest", ""),
+        "eval_registry_digest": registry_version.manifest.get("registry_digest", ""),
         "tombstone_generation": tombstone_generation,
         # licenses and rights evidence are part of what the release is: a change makes a new version
         "sources_governance": {src: _portable(dict(sources_governance.get(src, {})))
@@ -95,12 +106,12 @@ def gather_release_inputs(
     by_source: dict[str, list[dict]] = {}
     for s, vs in snap_layers.items():
         source = s.split(".", 1)[0]
-        cur = vs["curated_records"].manifest
+        cur = vs[CURATED_RECORDS].manifest
         by_source.setdefault(source, []).append({
             "snapshot": s,
-            "raw_version": vs["raw_snapshot"].content_digest,
-            "curated_version": vs["curated_records"].content_digest,
-            "items": vs["raw_snapshot"].row_count("items"),
+            "raw_version": vs[RAW_SNAPSHOT].content_digest,
+            "curated_version": vs[CURATED_RECORDS].content_digest,
+            "items": vs[RAW_SNAPSHOT].row_count("items"),
             "records": int(cur.get("outcomes", {}).get("accepted", 0)),
         })
     sources = []
@@ -118,18 +129,18 @@ def gather_release_inputs(
     # --- stage counts with reasons ---
     counts: Counter = Counter()
     for vs in snap_layers.values():
-        counts.update(_reason_counts(vs["canonical_records"], "canonicalize"))
-        counts.update(_reason_counts(vs["curated_records"], "curate"))
-    dm = layers["dedup_clusters"].manifest
+        counts.update(_reason_counts(vs[CANONICAL_RECORDS], "canonicalize"))
+        counts.update(_reason_counts(vs[CURATED_RECORDS], "curate"))
+    dm = layers[DEDUP_CLUSTERS].manifest
     exact = dm.get("exact", {})
     counts[("dedup", "removed", "dedup.exact_duplicate")] += int(exact.get("duplicates_removed", 0))
     counts[("dedup", "removed", "dedup.near_duplicate")] += int(dm.get("near_removed", 0))
     counts[("dedup", "kept", "")] += int(dm.get("kept", 0))
-    tvr = layers["token_views"].manifest.get("report", {})
+    tvr = layers[TOKEN_VIEWS].manifest.get("report", {})
     for reason, n in tvr.get("rejected", {}).items():
         counts[("token_views", "rejected", reason)] += n
     counts[("token_views", "accepted", "")] += int(tvr.get("records_with_views", 0))
-    pk = layers["packed_shards"].manifest.get("report", {})
+    pk = layers[PACKED_SHARDS].manifest.get("report", {})
     for split, r in pk.get("splits", {}).items():
         for q in r.get("quarantined_records", []):
             counts[("packing", "quarantined", q[2])] += 1
@@ -140,7 +151,8 @@ def gather_release_inputs(
     transforms = []
     any_snap = next(iter(snap_layers.values()), None)
     if any_snap is not None:
-        for a in ("canonical_records", "curated_records", "minhash_signatures"):
+        # the snapshot layers computed from another layer (raw capture is not a transform)
+        for a in (la.asset for la in registry.snapshot_layers() if la.upstream_key):
             b = any_snap[a].manifest.get("build_spec", {})
             transforms.append({"name": a, "version": b.get("code_version", ""),
                                "policy_version": any_snap[a].manifest.get("policy_version", b.get("policy_digest", "")),
@@ -156,20 +168,20 @@ def gather_release_inputs(
              "stats": {"records": int(dm.get("records", 0)), "kept": int(dm.get("kept", 0)),
                        "exact_removed": int(exact.get("duplicates_removed", 0)), "near_removed": int(dm.get("near_removed", 0)),
                        "candidates": int(dm.get("candidates", 0))}}
-    curated_spec = any_snap["curated_records"].manifest.get("build_spec", {}) if any_snap else {}
-    evaluation = {"registry_digest": registry.manifest.get("registry_digest", ""),
-                  "benchmarks": registry.manifest.get("benchmarks", {}),
+    curated_spec = any_snap[CURATED_RECORDS].manifest.get("build_spec", {}) if any_snap else {}
+    evaluation = {"registry_digest": registry_version.manifest.get("registry_digest", ""),
+                  "benchmarks": registry_version.manifest.get("benchmarks", {}),
                   "detector": _portable(curated_spec.get("curation", {}).get("decontam", {}))}
     tokenizer = {"digest": tok["tokenizer_digest"], "vocab_size": tok["vocab_size"],
                  "origin": tok.get("loaded_from") and f"loaded from {tok['loaded_from']}" or f"trained on {tok.get('trained_on', '')}"}
     shards = []
-    for r in layers["packed_shards"].read_table("shards").to_pylist():
+    for r in layers[PACKED_SHARDS].read_table("shards").to_pylist():
         meta = json.loads(r["meta_json"])
         shards.append({"split": r["split"], "name": r["name"], "blocks": r["blocks"], "tokens": r["tokens"],
                        "files": {role: f["sha256"] for role, f in meta["files"].items()}})
-    mix = layers["mixture_plan"].manifest
+    mix = layers[MIXTURE_PLAN].manifest
     sampling = {"mixture": mix.get("build_spec", {}).get("spec", {}),
-                "packing": layers["packed_shards"].manifest.get("build_spec", {}).get("policy", {}),
+                "packing": layers[PACKED_SHARDS].manifest.get("build_spec", {}).get("policy", {}),
                 "denominators": pk.get("denominators", {}),
                 "splits": {s: {k: r.get(k) for k in ("samples", "blocks", "utilization", "padding", "dropped_tokens", "label_rate")}
                            for s, r in pk.get("splits", {}).items()},

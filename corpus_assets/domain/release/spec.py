@@ -1,20 +1,45 @@
-"""``releases/<name>.yaml``: what a release is built from, validated with errors that name the field.
+"""``releases/<name>.yaml``: what a release is built from, checked completely when it is read.
 
-Today a spec names its snapshots and its dedup policy; later issues add split, mixture,
-tokenizer and packing sections. Registering a spec (the ``release_specs`` sensor) adds its
-``releases`` partition.
+A spec names its snapshots and, per build step, a typed section: ``dedup``
+(``ReleaseDedupPolicy``), ``split`` (``SplitPolicy``), ``tokenizer`` (``TokenizerSpec``),
+``token_views`` (``TokenViewPolicy``), ``mixture`` (``MixtureSpec``), ``packing``
+(``PackingSection``) and ``shards`` (``ShardSpec``). Every section forbids unknown fields, and
+``load_release_spec`` checks types, ranges and the rules that span fields or sections (a
+``tokenizer.path`` that exists relative to the releases folder, one chat template for the
+tokenizer and the views, ``boundary: bos`` with a ``bos_token``, shards that hold whole blocks,
+mixture weights over the release's own sources): a bad spec is refused with errors that name the
+file and the field, before any asset runs. Only ``packing.pad_token`` / ``bos_token`` wait for the
+tokenizer (their ids are looked up by ``packed_shards``).
+
+Registering a spec (the ``release_specs`` sensor) adds its ``releases`` partition; an invalid spec
+is never registered. ``corpus releases check`` runs the same checks from the command line.
+
+``ReleaseSpec.as_written()`` is the spec's identity in build ids and in the sensor's cursor: the
+sections as written in the YAML, not their typed dumps, so the defaults of a section never enter
+(and never change) a build id.
 """
 
 from __future__ import annotations
 
+import copy
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError, to_jsonable_python
 
-from corpus_assets.domain.core.config_files import ConfigError, read_yaml, validate
+from corpus_assets.domain.core.config_files import ConfigError, ConfigProblem, field_errors, read_yaml, validate
 from corpus_assets.domain.core.keys import parse_snapshot_key, validate_release_name, validate_source_id
+from corpus_assets.domain.dedup.clusters_layer import ReleaseDedupPolicy
+from corpus_assets.domain.pack.mixture import MixtureSpec
+from corpus_assets.domain.pack.shards_layer import PackingSection, ShardSpec
+from corpus_assets.domain.tokens.splits import SplitPolicy
+from corpus_assets.domain.tokens.token_views import CHAT_TEMPLATES, TokenViewPolicy
+from corpus_assets.domain.tokens.tokenizer import TokenizerSpec
+
+# the per-step sections, in the order of ReleaseSpec's fields
+SECTIONS = ("dedup", "split", "tokenizer", "token_views", "mixture", "packing", "shards")
 
 
 class SnapshotSelection(BaseModel):
@@ -75,39 +100,128 @@ class SnapshotSelection(BaseModel):
 
 
 class ReleaseSpec(BaseModel):
-    model_config = ConfigDict(extra="allow")  # later sections (split, mixture, tokenizer, packing) arrive with their issues
+    """A release spec with every section typed (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid")
     name: str
     description: str = ""
     snapshots: SnapshotSelection
-    dedup: dict = Field(default_factory=dict, description="dedup policy; validated by the dedup layer")
-    split: dict = Field(default_factory=dict, description="split policy; validated by splits.SplitPolicy")
-    tokenizer: dict = Field(default_factory=dict, description="tokenizer: a tokenizer.json path or BPE training; tokenizer.TokenizerSpec")
-    token_views: dict = Field(default_factory=dict, description="chat template and label policy; token_views.TokenViewPolicy")
-    mixture: Optional[dict] = Field(default=None, description="sampling plan of the training split; mixture.MixtureSpec (absent: natural distribution, read once)")
-    packing: dict = Field(default_factory=dict, description="block layout; packing.PackingPolicy")
-    shards: dict = Field(default_factory=dict, description="shard capacity in positions; shards_layer.ShardSpec")
+    dedup: ReleaseDedupPolicy = Field(default_factory=ReleaseDedupPolicy, description="exact and near-duplicate policy")
+    split: SplitPolicy = Field(default_factory=SplitPolicy, description="train / validation / test assignment")
+    tokenizer: Optional[TokenizerSpec] = Field(
+        default=None, description="a tokenizer.json path or BPE training (absent: the tokenizer asset refuses to run)")
+    token_views: TokenViewPolicy = Field(default_factory=TokenViewPolicy, description="chat template and label policy")
+    mixture: Optional[MixtureSpec] = Field(
+        default=None, description="sampling plan of the training split (absent: natural distribution, read once)")
+    packing: PackingSection = Field(default_factory=PackingSection, description="block layout; seq_len 2048 when absent")
+    shards: ShardSpec = Field(default_factory=ShardSpec, description="shard capacity in positions")
+    _written: dict = PrivateAttr(default_factory=dict)  # the sections as written, for as_written()
 
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
         return validate_release_name(v)  # InvalidKeyError is a ValueError: pydantic reports it on the field
 
+    @field_validator("dedup", "split", "tokenizer", "token_views", "packing", "shards", mode="before")
+    @classmethod
+    def _section_given(cls, v: Any) -> Any:
+        if v is None:  # `split:` with nothing after it; only mixture may be null
+            raise PydanticCustomError("dict_type", "Input should be a valid dictionary (or leave the section out)")
+        return v
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _whole_spec(cls, data: Any, handler, info: ValidationInfo) -> "ReleaseSpec":
+        spec = handler(data)
+        if isinstance(data, dict):
+            spec._written = copy.deepcopy({k: data[k] for k in SECTIONS if k in data})
+        base = (info.context or {}).get("releases_dir")
+        problems = spec._cross_section_problems(Path(base) if base is not None else None)
+        if problems:
+            raise field_errors(cls.__name__, problems)
+        return spec
+
+    def _cross_section_problems(self, releases_dir: Optional[Path]) -> list[tuple[tuple, str, object]]:
+        """Rules that span fields of different sections (or need the releases folder)."""
+        out: list[tuple[tuple, str, object]] = []
+        tok = self.tokenizer
+        if tok is not None and tok.path is not None and releases_dir is not None:
+            path = tok.path if tok.path.is_absolute() else releases_dir / tok.path
+            if not path.exists():
+                where = "" if tok.path.is_absolute() else f" (a relative path is read from the releases folder {releases_dir})"
+                out.append((("tokenizer", "path"), f"{path}: no such file{where}", str(tok.path)))
+            elif not path.is_file():
+                out.append((("tokenizer", "path"), f"{path}: not a file", str(tok.path)))
+        if tok is not None:
+            if tok.chat_template_version not in CHAT_TEMPLATES:
+                out.append((("tokenizer", "chat_template_version"),
+                            f"unknown chat template {tok.chat_template_version!r}; known: {sorted(CHAT_TEMPLATES)}",
+                            tok.chat_template_version))
+            elif tok.chat_template_version != self.token_views.chat_template:
+                out.append((("token_views", "chat_template"),
+                            f"{self.token_views.chat_template!r} differs from tokenizer.chat_template_version "
+                            f"{tok.chat_template_version!r}: views are rendered with the template the tokenizer is frozen with",
+                            self.token_views.chat_template))
+        if self.shards.positions < self.packing.seq_len:
+            out.append((("shards", "positions"),
+                        f"shard_positions (S={self.shards.positions}) must be >= seq_len (T={self.packing.seq_len}): "
+                        "a shard holds whole blocks only (packing.seq_len)", self.shards.positions))
+        m = self.mixture
+        if m is not None and m.key == "source":
+            known = self.source_ids()
+            named = [(("mixture", "weights"), m.weights), (("mixture", "target_weights"), m.target_weights)]
+            named += [(("mixture", "phases", j, "weights"), ph.weights) for j, ph in enumerate(m.phases or [])]
+            for loc, weights in named:
+                unknown = sorted(set(weights or {}) - set(known))
+                if unknown:
+                    out.append((loc, f"names unknown source(s) {unknown}; the release's snapshots select sources {known}",
+                                dict(weights)))
+        return out
+
+    def source_ids(self) -> list[str]:
+        """The sources this release can draw from: ``snapshots.sources``, or the sources of the
+        explicit snapshot keys (sorted)."""
+        if self.snapshots.sources:
+            return sorted(set(self.snapshots.sources))
+        return sorted({parse_snapshot_key(k)[0] for k in self.snapshots.explicit})
+
+    def tokenizer_spec(self) -> TokenizerSpec:
+        """The ``tokenizer`` section; a ``ConfigError`` naming the file and section when it is absent."""
+        if self.tokenizer is None:
+            origin = f"releases/{self.name}.yaml"
+            msg = "the spec has no tokenizer section; give 'path' (a tokenizer.json) or 'train' (byte-level BPE settings)"
+            raise ConfigError(f"{origin}: tokenizer: {msg}", origin=origin, problems=[ConfigProblem("tokenizer", msg)])
+        return self.tokenizer
+
+    def as_written(self) -> dict[str, Any]:
+        """The spec as it enters build ids (``release_manifest``) and the sensor's cursor: name,
+        description, the typed ``snapshots`` dump, and every section exactly as written in the YAML
+        (JSON form; an absent section is ``{}``, an absent ``mixture`` is None). Section defaults are
+        not in it: a section model that gains a default never changes an existing build id."""
+        out: dict[str, Any] = self.model_dump(mode="json", include={"name", "description", "snapshots"})
+        for key in SECTIONS:
+            absent = None if key == "mixture" else {}
+            out[key] = to_jsonable_python(self._written.get(key, absent))
+        return out
+
 
 def load_release_spec(path: Path | str) -> ReleaseSpec:
+    """Read and check ``path`` completely; a ``ConfigError`` naming the file and each wrong field."""
     path = Path(path)
-    spec = validate(ReleaseSpec, read_yaml(path) or {}, str(path))
+    spec = validate(ReleaseSpec, read_yaml(path) or {}, str(path), context={"releases_dir": path.parent})
     if spec.name != path.stem:
-        raise ConfigError(f"{path}: name {spec.name!r} must match the file name {path.stem!r}")
+        msg = f"name {spec.name!r} must match the file name {path.stem!r}"
+        raise ConfigError(f"{path}: {msg}", origin=str(path), problems=[ConfigProblem("name", msg)])
     return spec
 
 
-def discover_release_specs(folder: Path | str) -> tuple[dict[str, ReleaseSpec], dict[str, str]]:
-    """Valid specs by name, and errors by file for the invalid ones (nothing invalid is registered)."""
+def discover_release_specs(folder: Path | str) -> tuple[dict[str, ReleaseSpec], dict[str, ConfigError]]:
+    """Valid specs by name, and the error of each invalid one by file name (nothing invalid is registered)."""
     specs: dict[str, ReleaseSpec] = {}
-    errors: dict[str, str] = {}
+    errors: dict[str, ConfigError] = {}
     for p in sorted(Path(folder).glob("*.yaml")):
         try:
             specs[p.stem] = load_release_spec(p)
         except ConfigError as exc:
-            errors[p.name] = str(exc)
+            errors[p.name] = exc
     return specs, errors

@@ -26,6 +26,7 @@ Errors (parse, resolve, execute) start with ``file:line``.
 
 from __future__ import annotations
 
+import json
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -36,11 +37,16 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from corpus_assets.domain.layers import registry
+from corpus_assets.domain.layers.decisions import DECISIONS_TABLE
 from corpus_assets.domain.storage.catalog import Catalog
+from corpus_assets.domain.storage.layer_store import UNPARTITIONED, LayerStore
 
 _NAME = r"'([A-Za-z0-9_]+)'"
 _REF_RE = re.compile(r"\{\{\s*ref\(\s*" + _NAME + r"\s*(?:,\s*" + _NAME + r"\s*)?\)\s*\}\}")
 _CATALOG_RE = re.compile(r"\{\{\s*catalog\(\s*" + _NAME + r"\s*\)\s*\}\}")
+_DECISIONS_RE = re.compile(r"\{\{\s*decisions\(\s*\)\s*\}\}")
+DECISIONS_VIEW = "decisions__all"
 _ANY_TEMPLATE_RE = re.compile(r"\{\{.*?\}\}", re.S)
 _LINE_RE = re.compile(r"LINE (\d+):")
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
@@ -145,6 +151,9 @@ def parse_model(path: Path) -> SqlModel:
         ref, cat = _REF_RE.fullmatch(m.group(0)), _CATALOG_RE.fullmatch(m.group(0))
         if ref:
             refs.append(Ref(ref.group(1), ref.group(2), line))
+        elif _DECISIONS_RE.fullmatch(m.group(0)):
+            # every registered layer's decisions table: a ref of each, so deps and checks follow
+            refs.extend(Ref(la.asset, DECISIONS_TABLE, line) for la in registry.decision_layers())
         elif cat:
             if cat.group(1) not in CATALOG_VIEWS:
                 raise SqlModelError(
@@ -155,7 +164,7 @@ def parse_model(path: Path) -> SqlModel:
         else:
             raise SqlModelError(
                 f"{path}:{line}: unsupported template expression {m.group(0)!r}; "
-                "only ref('...') and catalog('...') are allowed"
+                "only ref('...'), decisions() and catalog('...') are allowed"
             )
     if not refs and not catalog_refs:
         raise SqlModelError(f"{path}:1: a model must read at least one ref('...') or catalog('...')")
@@ -325,6 +334,9 @@ def run_model(model: SqlModel, resolve: Resolver, resolve_catalog: Optional[Cata
                     notes.append(rel.note or f"{_ref_text(ref)}: nothing materialized yet (no current version of any "
                                              f"partition of {ref.asset}); read as an empty table")
             rendered = _render(rendered, pattern, view)
+        if _DECISIONS_RE.search(rendered):
+            _create_decisions_view(con)
+            rendered = _render(rendered, _DECISIONS_RE, DECISIONS_VIEW)
         for cref in sorted(set(model.catalog_refs), key=lambda c: (c.table, c.line)):
             view = f"catalog__{cref.table}"
             pattern = re.compile(r"\{\{\s*catalog\(\s*'" + re.escape(cref.table) + r"'\s*\)\s*\}\}")
@@ -348,6 +360,21 @@ def run_model(model: SqlModel, resolve: Resolver, resolve_catalog: Optional[Cata
         return ModelRun(table, sorted(set(notes)))
     finally:
         con.close()
+
+
+def _create_decisions_view(con: duckdb.DuckDBPyConnection) -> None:
+    """``decisions()``: the decisions of every registered layer in one relation, in data-flow
+    order, with the layer's name, its position (``step``), its partitioning and the partition key."""
+    parts = []
+    for step, la in enumerate(registry.LAYERS, 1):
+        if la not in registry.decision_layers():
+            continue
+        view = f"ref__{la.asset}__{DECISIONS_TABLE}"
+        parts.append(
+            f"SELECT {_quote_str(la.asset)} AS layer, {step} AS step, {_quote_str(la.partitioning.value)} AS partitioning, "
+            f"{_quote_ident(la.partition_column)} AS partition, * FROM {view}"
+        )
+    con.execute(f"CREATE VIEW {DECISIONS_VIEW} AS " + " UNION ALL BY NAME ".join(parts))
 
 
 def render_and_run(model: SqlModel, resolve: Resolver, resolve_catalog: Optional[CatalogResolver] = None) -> pa.Table:
@@ -386,5 +413,104 @@ def catalog_resolver(path: Path | str) -> CatalogResolver:
         if not path.is_file():
             return read_catalog_table(None, table), f"{path.name} does not exist yet; read as an empty table"
         return read_catalog_table(Catalog.at(path), table), None
+
+    return resolve
+
+
+# --- resolving refs against the layer store ---------------------------------------------------
+
+RESULT_TABLE = "result"  # a model's stored result (one table, unpartitioned)
+# catalog table -> the asset whose materializations write it (a dependency of models reading it)
+CATALOG_WRITERS: dict[str, Optional[str]] = {
+    "release_registry": registry.RELEASE_MANIFEST,
+    "consumption": registry.RELEASE_MANIFEST,
+    "deletion_requests": None,  # written by the deletion_requests sensor, not by an asset
+    "tombstones": None,
+}
+_MANIFEST_BASE = ("layout_version", "asset", "partition", "version", "content_digest", "tables", "build_spec")
+
+
+def ref_layer(asset: str) -> Optional[registry.Layer]:
+    """The registered layer a model may ref under this name, else None."""
+    return registry.layer(asset) if registry.is_layer(asset) and registry.layer(asset).refable else None
+
+
+def _ref_tables(layer: registry.Layer) -> dict[str, registry.Table]:
+    """The tables a ref may name: the readable ones, and the private ones (to refuse them by name)."""
+    return {name: t for name, t in layer.tables.items() if t.readable or t.private}
+
+
+def check_ref(ref: Ref, models: set[str]) -> None:
+    """Raise KeyError / PermissionError for a ref no model may use (unknown asset, unreadable or
+    owner-only table)."""
+    layer = ref_layer(ref.asset)
+    if layer is None:
+        if ref.asset in models:
+            if ref.table not in (None, RESULT_TABLE):
+                raise KeyError(f"model {ref.asset} has only the table {RESULT_TABLE!r}")
+            return
+        raise KeyError(f"unknown asset or model {ref.asset!r}")
+    table = ref.table or layer.main_table
+    if table == MANIFEST_TABLE:
+        return
+    tables = _ref_tables(layer)
+    if table not in tables:
+        raise KeyError(f"{ref.asset} has no readable table {table!r} (tables: {', '.join(sorted(tables))}, {MANIFEST_TABLE})")
+    if tables[table].private:
+        raise PermissionError(f"{ref.asset}.{table} is owner-only and cannot be read by report models")
+
+
+def check_models(models: list[SqlModel]) -> None:
+    """Every ref of every model resolves (names the file and line of the first that does not)."""
+    names = {m.name for m in models}
+    for m in models:
+        for r in m.refs:
+            try:
+                check_ref(r, names)
+            except (KeyError, PermissionError) as exc:
+                raise SqlModelError(f"{m.path}:{r.line}: {exc.args[0]}") from None
+
+
+def _manifest_relation(store: LayerStore, asset: str, layer: registry.Layer) -> Relation:
+    pcol = layer.partition_column
+    schema = pa.schema([(pcol, pa.string()), ("version", pa.string()), ("content_digest", pa.string()),
+                        ("rows_json", pa.string()), ("build_spec_json", pa.string()), ("extra_json", pa.string())])
+    rows = []
+    for part in store.partitions(asset):
+        v = store.current(asset, part)
+        if v is None:
+            continue
+        m = v.manifest
+        rows.append({
+            pcol: part, "version": v.version, "content_digest": v.content_digest,
+            "rows_json": json.dumps({t: meta["rows"] for t, meta in m["tables"].items()}, sort_keys=True),
+            "build_spec_json": json.dumps(m.get("build_spec", {}), sort_keys=True),
+            "extra_json": json.dumps({k: val for k, val in m.items() if k not in _MANIFEST_BASE}, sort_keys=True),
+        })
+    note = None if rows else f"ref('{asset}', '{MANIFEST_TABLE}'): nothing materialized yet; read as an empty table"
+    return Relation(schema=schema, rows=pa.Table.from_pylist(rows, schema=schema), note=note)
+
+
+def make_resolver(store: LayerStore, models: dict[str, SqlModel]) -> Resolver:
+    """Resolve refs to the current versions of registered layers and the stored results of models."""
+    def resolve(ref: Ref) -> Relation:
+        check_ref(ref, set(models))
+        layer = ref_layer(ref.asset)
+        if layer is not None:
+            table = ref.table or layer.main_table
+            if table == MANIFEST_TABLE:
+                return _manifest_relation(store, ref.asset, layer)
+            parts = []
+            for part in store.partitions(ref.asset):
+                files = store.current_files(ref.asset, table, [part])
+                if files:
+                    parts.append((part, tuple(files)))
+            t = layer.tables[table]
+            return Relation(schema=t.schema, parts=tuple(parts), partition_column=layer.partition_column, columns=t.columns)
+        version = store.current(ref.asset, UNPARTITIONED)
+        if version is None:
+            raise FileNotFoundError(f"model {ref.asset} has not been materialized yet")
+        files = version.table_files(RESULT_TABLE)
+        return Relation(schema=pq.read_schema(files[0]), parts=((UNPARTITIONED, tuple(files)),))
 
     return resolve

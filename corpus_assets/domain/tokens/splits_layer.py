@@ -9,28 +9,14 @@ from __future__ import annotations
 
 from typing import Optional
 
-import pyarrow as pa
 
-from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion, TableSpec
+from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
 from corpus_assets.domain.tokens.splits import SplitPolicy, assign, leakage_groups, split_policy_version, unit_interval
+from corpus_assets.domain.layers.registry import CURATED_RECORDS, SPLITS, layer
 
-DEDUP_ASSET = "dedup_clusters"
-CURATED_ASSET = "curated_records"
-SPLITS_ASSET = "splits"
 SPLITS_LAYER_CODE_VERSION = "release-layers-1"
 
-ASSIGNMENTS_SCHEMA = pa.schema(
-    [
-        ("record_id", pa.string()),
-        ("source_id", pa.string()),
-        ("snapshot", pa.string()),
-        ("kept", pa.bool_()),  # representative after dedup (what training uses)
-        ("group_key", pa.string()),
-        ("u", pa.float64()),
-        ("split", pa.string()),  # null when quarantined by a split conflict
-    ]
-)
-SPLITS_TABLES = {"assignments": TableSpec(ASSIGNMENTS_SCHEMA)}
+SPLITS_TABLES = layer(SPLITS).table_specs()
 
 
 def build_splits(
@@ -45,7 +31,7 @@ def build_splits(
     # declared groups come from the curated records of each snapshot the release used
     declared: dict[str, str] = {}
     for snap in sorted({c["snapshot"] for c in clusters}):
-        cur = store.require_current(CURATED_ASSET, snap)
+        cur = store.require_current(CURATED_RECORDS, snap)
         for b in cur.iter_batches("records", columns=["record_id", "group_id"]):
             declared.update(zip(b.column(0).to_pylist(), b.column(1).to_pylist()))
     ids = [c["record_id"] for c in clusters]
@@ -69,7 +55,7 @@ def build_splits(
         "policy_version": split_policy_version(policy),
         "dedup_version": dedup.content_digest,
     }
-    with store.new_version(SPLITS_ASSET, release, SPLITS_TABLES, spec) as w:
+    with store.new_version(SPLITS, release, SPLITS_TABLES, spec) as w:
         w.write("assignments", rows)
         version = w.commit(extra_manifest={"report": {k: v for k, v in report.items() if k != "quarantined"},
                                            "quarantined": len(result.quarantined)})

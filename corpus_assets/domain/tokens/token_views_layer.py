@@ -34,10 +34,9 @@ from typing import Callable, Iterator, Optional
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion, TableSpec
+from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
 from corpus_assets.domain.canonical.records import Record, record_digest, row_to_record
 from corpus_assets.domain.tokens.token_views import (
-    TOKEN_VIEWS_SCHEMA,
     Rejected,
     TokenView,
     TokenViewPolicy,
@@ -49,31 +48,11 @@ from corpus_assets.domain.tokens.token_views import (
     views_to_table,
 )
 from corpus_assets.domain.tokens.tokenizer import FrozenTokenizer, TokenizerSpec, thaw_tokenizer
+from corpus_assets.domain.layers.registry import CURATED_RECORDS, TOKEN_VIEWS, VIEWS_SCHEMA, VIEW_TOKEN_COLUMNS, layer
 
-TOKEN_VIEWS_ASSET = "token_views"
-CURATED_ASSET = "curated_records"
 TOKEN_VIEWS_LAYER_VERSION = "token-views-layer-2"
 
-_IDENTITY = [
-    ("record_id", pa.string()),
-    ("variant", pa.string()),
-    ("split", pa.string()),
-    ("source_id", pa.string()),
-    ("snapshot", pa.string()),
-    ("domain", pa.string()),  # prose | code: the "tag" a mixture can weight by
-    ("cache_key", pa.string()),
-]
-_TOKEN_COLUMNS = ["n_tokens", "label_tokens", "input_ids", "loss_mask", "offsets", "segments_json"]
-VIEWS_SCHEMA = pa.schema(
-    _IDENTITY
-    + [("n_tokens", pa.int32()), ("label_tokens", pa.int32())]
-    + [TOKEN_VIEWS_SCHEMA.field(n) for n in ("input_ids", "loss_mask", "offsets", "segments_json")]
-)
-REJECTED_SCHEMA = pa.schema(
-    [("record_id", pa.string()), ("split", pa.string()), ("source_id", pa.string()), ("snapshot", pa.string()),
-     ("reason", pa.string()), ("detail", pa.string())]
-)
-TOKEN_VIEWS_TABLES = {"views": TableSpec(VIEWS_SCHEMA), "rejected": TableSpec(REJECTED_SCHEMA)}
+TOKEN_VIEWS_TABLES = layer(TOKEN_VIEWS).table_specs()
 
 
 def frozen_tokenizer_of(tokenizer_version: LayerVersion) -> FrozenTokenizer:
@@ -123,7 +102,7 @@ def _kept_assignments(splits: LayerVersion) -> tuple[dict[str, dict[str, str]], 
 def _iter_records(store: LayerStore, wanted: dict[str, dict[str, str]]) -> Iterator[tuple[Record, str]]:
     for snap in sorted(wanted):
         ids = wanted[snap]
-        cur = store.require_current(CURATED_ASSET, snap)
+        cur = store.require_current(CURATED_RECORDS, snap)
         found = 0
         for b in cur.iter_batches("records", batch_size=1024):
             for row in b.to_pylist():
@@ -143,7 +122,7 @@ def _record_keys(store: LayerStore, wanted: dict[str, dict[str, str]], tokenizer
     keys: set[str] = set()
     for snap in sorted(wanted):
         ids = wanted[snap]
-        cur = store.require_current(CURATED_ASSET, snap)
+        cur = store.require_current(CURATED_RECORDS, snap)
         for b in cur.iter_batches("records", batch_size=8192, columns=["record_id", "record_sha256"]):
             for rid, sha in zip(b.column(0).to_pylist(), b.column(1).to_pylist()):
                 if rid in ids and sha:
@@ -162,17 +141,17 @@ def _reusable_views(
     path = spill_dir / "reusable.arrow"
     writer = None
     try:
-        for release in store.partitions(TOKEN_VIEWS_ASSET):
-            peeked = store.peek(TOKEN_VIEWS_ASSET, release)  # manifest first: only matching views are fetched
+        for release in store.partitions(TOKEN_VIEWS):
+            peeked = store.peek(TOKEN_VIEWS, release)  # manifest first: only matching views are fetched
             if peeked is None:
                 continue
             b = peeked.manifest.get("build_spec", {})
             if b.get("tokenizer_digest") != tokenizer_digest or b.get("policy_version") != policy_version:
                 continue
-            v = store.open_version(TOKEN_VIEWS_ASSET, release, peeked.version)
+            v = store.open_version(TOKEN_VIEWS, release, peeked.version)
             done = pa.array(sorted(seen), pa.string())
             found_here: set[str] = set()
-            for batch in v.iter_batches("views", batch_size=2048, columns=["cache_key", "variant", *_TOKEN_COLUMNS]):
+            for batch in v.iter_batches("views", batch_size=2048, columns=["cache_key", "variant", *VIEW_TOKEN_COLUMNS]):
                 t = pa.Table.from_batches([batch])
                 t = t.filter(pc.is_in(t.column("cache_key"), value_set=wanted))
                 if seen:
@@ -214,7 +193,7 @@ def build_token_views(
 
     cached = None
     index: dict[str, list[int]] = {}
-    partition = store.partition_dir(TOKEN_VIEWS_ASSET, release)
+    partition = store.partition_dir(TOKEN_VIEWS, release)
     for stale in partition.glob(".reuse-*") if partition.is_dir() else []:
         shutil.rmtree(stale, ignore_errors=True)  # a crashed build's spill file
     spill = partition / f".reuse-{uuid.uuid4().hex}"
@@ -248,7 +227,7 @@ def _write_views(store: LayerStore, release: str, policy: TokenViewPolicy, tok: 
         "tokenizer_version": tokenizer.content_digest,
     }
     done = 0
-    with store.new_version(TOKEN_VIEWS_ASSET, release, TOKEN_VIEWS_TABLES, build_spec) as w:
+    with store.new_version(TOKEN_VIEWS, release, TOKEN_VIEWS_TABLES, build_spec) as w:
         chunks = bounded_chunks(_iter_records(store, wanted), lambda item: payload_chars(item[0]),
                                 max_records=max_records, max_chars=max_chars)
         for chunk in chunks:
@@ -311,7 +290,7 @@ def _with_identity(tokens: pa.Table, record: Record, split: str, key: str) -> pa
         "domain": pa.array([record.domain] * n, pa.string()),
         "cache_key": pa.array([key] * n, pa.string()),
     }
-    for name in _TOKEN_COLUMNS:
+    for name in VIEW_TOKEN_COLUMNS:
         cols[name] = tokens.column(name)
     return pa.table(cols, schema=VIEWS_SCHEMA)
 

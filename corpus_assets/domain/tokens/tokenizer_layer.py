@@ -9,16 +9,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Optional
 
-import pyarrow as pa
 
-from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion, TableSpec
+from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
 from corpus_assets.domain.tokens.tokenizer import FrozenTokenizer, TokenizerSpec, load_tokenizer, train_bpe
+from corpus_assets.domain.layers.registry import CURATED_RECORDS, TOKENIZER, layer
 
-CURATED_ASSET = "curated_records"
-TOKENIZER_ASSET = "tokenizer"
 TOKENIZER_LAYER_CODE_VERSION = "release-layers-1"
 
-TOKENIZER_TABLES = {"tokenizer": TableSpec(pa.schema([("digest", pa.string()), ("tokenizer_json", pa.large_string())]))}
+TOKENIZER_TABLES = layer(TOKENIZER).table_specs()
 
 
 def training_texts(store: LayerStore, splits: LayerVersion, train_split: str = "train") -> Callable[[], list[str]]:
@@ -31,7 +29,7 @@ def training_texts(store: LayerStore, splits: LayerVersion, train_split: str = "
             wanted.setdefault(r["snapshot"], set()).add(r["record_id"])
         found: dict[str, str] = {}
         for snap, ids in sorted(wanted.items()):
-            cur = store.require_current(CURATED_ASSET, snap)
+            cur = store.require_current(CURATED_RECORDS, snap)
             for b in cur.iter_batches("records", columns=["record_id", "text"]):
                 for rid, text in zip(b.column(0).to_pylist(), b.column(1).to_pylist()):
                     if rid in ids:
@@ -59,7 +57,7 @@ def build_tokenizer(
         frozen = train_bpe(texts, spec)
         origin = {"trained_on": "train split", "training_records": len(texts), "splits_version": splits.content_digest}
     build = {"code_version": TOKENIZER_LAYER_CODE_VERSION, "tokenizer_digest": frozen.digest, **origin}
-    with store.new_version(TOKENIZER_ASSET, release, TOKENIZER_TABLES, build) as w:
+    with store.new_version(TOKENIZER, release, TOKENIZER_TABLES, build) as w:
         w.write("tokenizer", [{"digest": frozen.digest, "tokenizer_json": frozen.to_json()}])
         version = w.commit(extra_manifest={"tokenizer_digest": frozen.digest, "vocab_size": frozen.vocab_size,
                                            "eos_id": frozen.eos_id, **origin,

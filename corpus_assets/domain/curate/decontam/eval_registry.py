@@ -1,4 +1,4 @@
-"""The frozen registry of protected evaluation items (issue 3).
+"""The frozen registry of protected evaluation items.
 
 Decontamination protects evaluation conclusions: before curation starts, the evaluation side
 hands over a frozen list of the benchmark items the training data must not contain, and a digest
