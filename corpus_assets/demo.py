@@ -136,6 +136,14 @@ def run_demo(port: int | None = None, echo=print) -> dict:
     echo(f"release demo packed shards (T={pk['seq_len']}): " + ", ".join(
         f"{s} {r.get('blocks', 0)} blocks / {r.get('shards', 0)} shards, utilization {r.get('utilization', 0):.1%}, "
         f"padding {r.get('padding', 0)}, label rate {r.get('label_rate', 0):.1%}" for s, r in pk["splits"].items()))
+    accounting = [r for r in store.require_current("stage_accounting", "_all").read_table("result").to_pylist()
+                  if r["release"] == "demo"]
+    echo("release demo stage accounting (dbt_like_sql/stage_accounting.sql; in = accepted + rejected + quarantined + deleted):")
+    echo(f"  {'stage':<18} {'in':>7} {'accepted':>8} {'modified':>8} {'rejected':>8} {'quarant.':>8} {'deleted':>7} {'tokens out':>10}")
+    for r in accounting:
+        tokens = "" if r["tokens_out"] is None else r["tokens_out"]
+        echo(f"  {r['layer']:<18} {r['records_in']:>7} {r['accepted']:>8} {r['modified']:>8} {r['rejected']:>8} "
+             f"{r['quarantined']:>8} {r['deleted']:>7} {tokens:>10}")
     from corpus_assets.domain.release.publish import current_release
 
     published = current_release(home / "releases", "demo")
@@ -164,4 +172,4 @@ def run_demo(port: int | None = None, echo=print) -> dict:
     echo("Open the UI: make ui  (then http://127.0.0.1:3000)")
     return {"snapshots": rows, "curated": curated, "skipped": skipped, "home": str(home), "dedup": dedup,
             "splits": split_report, "tokenizer": tok, "token_views": tv, "mixture": mix, "packed_shards": pk,
-            "published": str(published) if published else None}
+            "stage_accounting": accounting, "published": str(published) if published else None}

@@ -4,6 +4,7 @@ import dagster as dg
 
 from corpus_assets.domain.storage.layer_store import LayerStore
 from corpus_assets.domain.demo.pydoc_server import free_port
+from stage_chain import STAGES, check_stage_accounting
 
 
 def test_demo_end_to_end_and_incremental_rerun(corpus_env, monkeypatch):
@@ -41,7 +42,9 @@ def test_demo_end_to_end_and_incremental_rerun(corpus_env, monkeypatch):
     assert "release demo tokenizer" in text
     assert str(corpus_env) in text and "canonical_records" in text
     store = LayerStore(corpus_env)
-    assert store.require_current("stage_accounting", "_all").row_count("result") > 0
+    # one row per stage of the demo release, from raw items to packed tokens, adding up (and printed)
+    check_stage_accounting(store.require_current("stage_accounting", "_all").read_table("result").to_pylist(), store, "demo")
+    assert [r["layer"] for r in summary["stage_accounting"]] == STAGES and "demo stage accounting" in text
     # everything ran in the persistent instance the UI reads
     instance = dg.DagsterInstance.get()
     assert set(keys) <= set(instance.get_dynamic_partitions("snapshots"))

@@ -16,6 +16,7 @@ from corpus_assets.domain.storage.layer_store import LayerStore
 from corpus_assets.domain.release.registry import record_consumption, register_published, registry, revoke
 from corpus_assets.domain.deletion.tombstones import resolve, write_tombstones
 from release_fixture import DOCS, TOKENIZER, build_snapshots, run_release, setup_release
+from stage_chain import check_stage_accounting
 
 MIXTURE = ("mixture: {unit: documents, weights: {site_docs: 0.5, site_chat: 0.5}, budget: 40, replacement: true, "
            "seed: 7, target_weights: {site_docs: 0.7, site_chat: 0.3}}\n")
@@ -56,7 +57,8 @@ def test_reports_job_over_a_release_matches_the_layer_tables(corpus_env, tmp_pat
         for model in RELEASE_MODELS:
             md = _md(early, model)
             assert md["rows"].value == 0 and "nothing materialized yet" in md["note"].value, model
-        assert _result(store, "stage_accounting")  # snapshot-level reports do have rows
+        assert _result(store, "stage_accounting") == []  # it counts per release
+        assert _result(store, "decision_reasons")  # snapshot-level decisions do have rows
 
         assert run_release(defs, instance).success
 
@@ -72,8 +74,15 @@ def test_reports_job_over_a_release_matches_the_layer_tables(corpus_env, tmp_pat
         result = reports.execute_in_process(instance=instance)
         assert result.success
     assert {e.asset_key.path[-1] for e in result.get_asset_materialization_events()} == {
-        "stage_accounting", "curation_retention", "contamination_summary", "duplicate_clusters", "split_balance",
-        "mixture_vs_target", "tombstones_and_revocations"}
+        "stage_accounting", "decision_reasons", "curation_retention", "contamination_summary", "duplicate_clusters",
+        "split_balance", "mixture_vs_target", "tombstones_and_revocations"}
+
+    # --- stage accounting: one row per stage from raw items to packed tokens, adding up ------------
+    check_stage_accounting(_result(store, "stage_accounting"), store, "r1")
+    reasons = _result(store, "decision_reasons")
+    dedup = [r for r in reasons if r["layer"] == "dedup_clusters"]
+    assert {(r["reason"], r["decisions"]) for r in dedup if r["outcome"] == "rejected"} == {
+        ("dedup.exact_duplicate", 2), ("dedup.near_duplicate", 1)}  # gc_copy and venv_copy, gc_edit
 
     # --- duplicate clusters: sizes from the clusters table ---------------------------------------
     clusters = store.require_current("dedup_clusters", "r1").read_table("clusters").to_pylist()

@@ -2,6 +2,7 @@
 determinism, and bad release input that fails clearly or becomes a reason code."""
 
 import json
+from collections import Counter
 from datetime import timedelta
 
 import dagster as dg
@@ -82,9 +83,18 @@ def test_record_over_max_tokens_gets_a_reason_code_and_nothing_else_is_lost(corp
         result = _release(defs, instance)
         assert result.success
     v = LayerStore(corpus_env).require_current("token_views", "r1")
-    rejected = v.read_table("rejected").to_pylist()
-    assert [(r["record_id"], r["reason"]) for r in rejected] == [("site_docs:long", "token_views.too_long")]
-    assert f"> max_tokens {limit}" in rejected[0]["detail"]
+    decisions = v.read_table("decisions").to_pylist()
+    rejected = [d for d in decisions if d["outcome"] != "accepted"]
+    assert [(r["record_id"], r["outcome"], r["action"], r["reason"]) for r in rejected] == [
+        ("site_docs:long", "rejected", "reject", "token_views.too_long")]
+    assert f"> max_tokens {limit}" in rejected[0]["detail"] and rejected[0]["tokens_out"] == 0
+    # one decision per record with a split, and the accepted ones hold exactly the view tokens
+    assignments = LayerStore(corpus_env).require_current("splits", "r1").read_table("assignments").to_pylist()
+    assert sorted(d["record_id"] for d in decisions) == sorted(a["record_id"] for a in assignments if a["kept"] and a["split"])
+    tokens = Counter()
+    for row in v.read_table("views", columns=["record_id", "n_tokens"]).to_pylist():
+        tokens[row["record_id"]] += row["n_tokens"]
+    assert {d["record_id"]: d["tokens_out"] for d in decisions if d["outcome"] == "accepted"} == dict(tokens)
     assert {r["record_id"] for r in v.read_table("views").to_pylist()} == {f"site_docs:{k}" for k in DOCS} | {"site_chat:c1", "site_chat:c2"}
     md = result.asset_materializations_for_node("token_views")[0].metadata
     assert md["rejected"].value == 1 and md["rejected_by_reason"].value == {"token_views.too_long": 1}

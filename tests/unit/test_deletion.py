@@ -114,17 +114,17 @@ def build_snapshot(store: LayerStore, snapshot: str) -> None:
         dec = {"item_index": i, "item_id": item_id, "source_id": source.id, "snapshot": snapshot, "record_id": None,
                "stage": "canonicalize", "detail": "", "policy_version": "p1"}
         if text is None:
-            decisions.append({**dec, "outcome": "quarantined", "reason": status})
+            decisions.append({**dec, "outcome": "quarantined", "action": "quarantine", "reason": status})
             quarantine.append({"item_index": i, "item_id": item_id, "uri": uri, "reason": status, "detail": "", "raw_sha256": None})
             continue
         if not text.strip():
-            decisions.append({**dec, "outcome": "rejected", "reason": Reason.EMPTY_DOCUMENT.value})
+            decisions.append({**dec, "outcome": "rejected", "action": "reject", "reason": Reason.EMPTY_DOCUMENT.value})
             continue
         rec = make_record(snapshot, item_id, text)
-        decisions.append({**dec, "record_id": rec.record_id, "outcome": "accepted", "reason": "ok"})
+        decisions.append({**dec, "record_id": rec.record_id, "outcome": "accepted", "action": "accept", "reason": "ok"})
         records.append(record_to_row(rec))
         cd = {"record_id": rec.record_id, "source_id": source.id, "snapshot": snapshot, "schema_type": "document",
-              "domain": "prose", "lang": "en", "policy_version": "c1", "chars_in": len(text), "pii_counts_json": None}
+              "domain": "prose", "lang": "en", "policy_version": "c1", "chars_in": len(text)}
         if cur == "REJECT":
             cdec.append({**cd, "stage": "quality", "outcome": "rejected", "action": "reject", "reason": "gopher.short",
                          "detail": "", "chars_out": 0})
@@ -209,7 +209,9 @@ def build_release(store: LayerStore, snapshots=(WEB, DUMP, OTHER), release: str 
     with store.new_version(TOKEN_VIEWS, release, TOKEN_VIEWS_TABLES,
                            {"tokenizer_digest": "tok", "policy_version": "pv"}) as w:
         w.write("views", views)
-        w.write("rejected", [])
+        w.write("decisions", [{"record_id": v["record_id"], "source_id": v["source_id"], "snapshot": v["snapshot"],
+                               "split": "train", "stage": "token_views", "outcome": "accepted", "action": "accept",
+                               "reason": "ok", "tokens_out": v["n_tokens"]} for v in views])
         w.commit(extra_manifest={"report": {"records": len(kept)}})
     with store.new_version(MIXTURE_PLAN, release, MIXTURE_TABLES, {}) as w:
         w.write("plan", [{"position": i, "record_id": rid, "source": info[rid]["source_id"], "repeat": 0, "phase": 0,

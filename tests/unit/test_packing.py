@@ -288,6 +288,20 @@ def test_accounting_identity(overlength, mode, boundary, fit, tail):
     assert st.truncated_tokens == sum(t[3] for t in st.truncated)
     ok, detail = coverage_check(pb)
     assert ok, detail
+    # what reached the blocks, per input sample (the packing stage's decisions are built from it):
+    # equal to the view-token spans of each sample, and what is missing is exactly the dropped tail
+    placed = pb.placed_per_sample(len(lengths))
+    assert placed.sum() == st.content_tokens
+    views = pb.spans.filter(pc.is_valid(pb.spans.column("src_token_start")))
+    from_spans = np.zeros(len(lengths), np.int64)
+    for rid, a, b in zip(views["record_id"].to_pylist(), views["start"].to_numpy(), views["end"].to_numpy()):
+        from_spans[int(rid[1:])] += b - a
+    assert placed.tolist() == from_spans.tolist()
+    cap = 32 - (1 if boundary == "bos" else 0)
+    over = mode == "atomic"
+    kept = np.array([0 if over and overlength == "quarantine" and n > cap else min(n, cap) if over and overlength == "truncate" else n
+                     for n in lengths])
+    assert (placed <= kept).all() and int((kept - placed).sum()) == st.dropped_tokens
 
 
 # --- best fit -----------------------------------------------------------------------------------

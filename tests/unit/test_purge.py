@@ -213,7 +213,8 @@ def test_token_view_cache_is_purged(world):
     ts = tombstones.load_tombstones(catalog)
     out = purge_release_partitions(store, ts, [rid])
     after = store.current(TOKEN_VIEWS, RELEASE)
-    assert out == {TOKEN_VIEWS: {RELEASE: {"from": before.version, "to": after.version, "records": 1, "removed_rows": {"views": 1}}}}
+    assert out == {TOKEN_VIEWS: {RELEASE: {"from": before.version, "to": after.version, "records": 1,
+                                          "removed_rows": {"decisions": 1, "views": 1}}}}
     ids = after.read_table("views").column("record_id").to_pylist()
     assert "dump:L1" not in ids and len(ids) == before.row_count("views") - 1
     # the cache stays findable by tokenizer digest and policy version

@@ -258,7 +258,7 @@ def test_release_layer_refs_manifest_rows_and_what_a_model_may_read(tmp_path):
         assert ref_layer(asset) is not None and ref_layer(asset).partition_column == "release"
     views = ref_layer("token_views").tables["views"]
     assert "input_ids" not in views.columns
-    assert {n for n, t in ref_layer("mixture_plan").tables.items() if t.readable} == {"plan", "sources"}
+    assert {n for n, t in ref_layer("mixture_plan").tables.items() if t.readable} == {"plan", "sources", "decisions"}
     assert ref_layer("tokenizer") is None and ref_layer("eval_registry") is None
 
     folder = tmp_path / "models"

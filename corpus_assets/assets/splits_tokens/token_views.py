@@ -4,6 +4,7 @@ import dagster as dg
 from pydantic import Field
 
 from corpus_assets.domain.core.progress import Progress
+from corpus_assets.domain.layers.decisions import DECISIONS_TABLE
 from corpus_assets.domain.layers.registry import SPLITS, TOKENIZER
 from corpus_assets.domain.tokens.token_views_layer import TOKEN_VIEWS_LAYER_VERSION, build_token_views
 from corpus_assets.metadata import markdown_table, version_metadata
@@ -37,7 +38,7 @@ class TokenViewsConfig(dg.Config):
     ),
     check_specs=[
         dg.AssetCheckSpec("token_views_accounting", asset="token_views",
-                          description="kept records with a split = records with views + rejected (by reason code)."),
+                          description="kept records with a split = records with views + rejected (by reason code) = rows of its decision record."),
     ],
 )
 def token_views_asset(
@@ -93,10 +94,12 @@ def token_views_asset(
         },
     )
     accounted = report["records_with_views"] + rejected
+    decided = version.row_count(DECISIONS_TABLE)
     yield dg.AssetCheckResult(
         check_name="token_views_accounting",
-        passed=accounted == report["records"],
+        passed=accounted == report["records"] == decided,
         metadata={"records": dg.MetadataValue.int(report["records"]),
                   "with_views": dg.MetadataValue.int(report["records_with_views"]),
-                  "rejected": dg.MetadataValue.int(rejected)},
+                  "rejected": dg.MetadataValue.int(rejected),
+                  "decisions": dg.MetadataValue.int(decided)},
     )

@@ -2,7 +2,8 @@
 
 Tables of a canonical version:
 - ``records``     accepted typed records (public)
-- ``decisions``   one row per raw item: outcome, reason code, policy version (public; no content)
+- ``decisions``   one row per raw item, in the decision record every stage writes
+                  (``layers/decisions.py``): outcome, action, reason code, policy version (no content)
 - ``quarantine``  items that could not be interpreted, with reason and detail (owner-only)
 - ``references``  private task references, kept out of every public table (owner-only)
 
@@ -24,9 +25,10 @@ from corpus_assets.domain.core.hashing import sha256_bytes
 from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
 from corpus_assets.domain.core.reasons import OUTCOME_OF, Outcome, Reason
 from corpus_assets.domain.canonical.records import record_to_row
+from corpus_assets.domain.layers.decisions import action_for, decision
 from corpus_assets.domain.layers.registry import CANONICAL_RECORDS, layer
 
-CANONICAL_CODE_VERSION = "canonical-1"
+CANONICAL_CODE_VERSION = "canonical-2"  # 2: decisions in the shared decision record
 
 CANONICAL_TABLES = layer(CANONICAL_RECORDS).table_specs()
 
@@ -105,22 +107,15 @@ def build_canonical(
             record_id = out.record.record_id if out.record is not None else None
             if out.outcome is Outcome.DELETED:
                 record_id = record_id_deleted
-            buf["decisions"].append(
-                {
-                    "item_index": index,
-                    "item_id": item.item_id,
-                    "source_id": source.id,
-                    "snapshot": snapshot,
-                    "record_id": record_id,
-                    "stage": "canonicalize",
-                    "outcome": outcome,
-                    "reason": reason,
-                    "detail": out.detail,
-                    "policy_version": policy_id,
-                }
-            )
-            if out.outcome is Outcome.ACCEPTED:
-                row = record_to_row(out.record)
+            row = record_to_row(out.record) if out.outcome is Outcome.ACCEPTED else None
+            buf["decisions"].append(decision(
+                stage="canonicalize", action=action_for(outcome), reason=reason, detail=out.detail,
+                policy_version=policy_id, item_index=index, item_id=item.item_id, source_id=source.id,
+                snapshot=snapshot, record_id=record_id,
+                **({"schema_type": row["schema_type"], "domain": row["domain"], "lang": row["lang"],
+                    "chars_out": row["char_count"]} if row is not None else {}),
+            ))
+            if row is not None:
                 row["item_id"] = item.item_id
                 buf["records"].append(row)
                 langs[row["lang"]] = langs.get(row["lang"], 0) + 1

@@ -9,8 +9,9 @@ Per canonical record, in this order (the first stage that rejects or quarantines
 
 Tables of a curated version:
 - ``records``        curated records (RECORDS_SCHEMA; digests recomputed when modified)
-- ``decisions``      one row per canonical record: stage, outcome, action, reason, policy version,
-                     characters before/after — the retention report's source
+- ``decisions``      one row per canonical record, in the decision record every stage writes
+                     (``layers/decisions.py``): the deciding sub-stage, outcome, action, reason,
+                     policy version, characters before/after — the retention report's source
 - ``pii_audit``      record id, field, type, character span, detector version — never the value
 - ``contamination``  record id, benchmark, item id, field, containment, action
 - ``quarantine``     full quarantined records (owner-only: they may hold PII)
@@ -40,9 +41,12 @@ from corpus_assets.domain.canonical.records import (
     record_to_row,
     row_to_record,
 )
+from corpus_assets.domain.layers.decisions import decision as record_decision
 from corpus_assets.domain.layers.registry import CURATED_RECORDS, layer
 
-CURATED_CODE_VERSION = "curate-1"
+CURATED_CODE_VERSION = "curate-2"  # the layer's tables; 2: decisions in the shared decision record
+# what decides content (enters the policy version): changes only when a decision would change
+CURATION_LOGIC_VERSION = "curate-1"
 
 # Payload keys that are structure, not text: never redacted or masked.
 _STRUCTURAL_KEYS = frozenset({"kind", "role", "id", "tool_call_id", "name", "content_type", "verdict", "url"})
@@ -54,12 +58,12 @@ CURATED_TABLES = layer(CURATED_RECORDS).table_specs()
 
 def curation_policy_version(config: CurationConfig, registry_digest: str) -> str:
     spec = {
-        "code_version": CURATED_CODE_VERSION,
+        "code_version": CURATION_LOGIC_VERSION,
         "quality": quality_policy_version(config.quality),
         "decontam": decontam_policy_version(config.decontam, registry_digest),
         "pii": pii_policy_version(config.pii),
     }
-    return f"{CURATED_CODE_VERSION}+{canonical_digest(spec)[:16]}"
+    return f"{CURATION_LOGIC_VERSION}+{canonical_digest(spec)[:16]}"
 
 
 def _text_fields(node, path: str, out: dict[str, str]) -> None:
@@ -236,10 +240,12 @@ def _curate_one(row: dict, config: CurationConfig, index, policy: str, buf: dict
                 if text != fields[path]:
                     _set_path(payload, path, text)
             current = _with_payload(current, payload)
+            redacted = "redacted " + ", ".join(f"{t} {n}" for t, n in sorted(pii_counts.items()))
             if action == "accept":
-                stage, action, reason = "pii", "modify", "pii.redacted"
+                stage, action, reason, detail = "pii", "modify", "pii.redacted", redacted
             else:
                 reason = reason + "+pii.redacted"
+                detail = "; ".join(d for d in (detail, redacted) if d)
         for t, c in pii_counts.items():
             s.pii_counts[t] = s.pii_counts.get(t, 0) + c
 
@@ -250,25 +256,12 @@ def _curate_one(row: dict, config: CurationConfig, index, policy: str, buf: dict
         buf["records"].append(out_row)
         if action == "modify":
             s.modified += 1
-    buf["decisions"].append(
-        {
-            "record_id": record.record_id,
-            "source_id": record.source_id,
-            "snapshot": record.snapshot,
-            "schema_type": record.schema_type,
-            "domain": record.domain,
-            "lang": record.lang,
-            "stage": stage,
-            "outcome": outcome,
-            "action": action,
-            "reason": reason,
-            "detail": detail,
-            "policy_version": policy,
-            "chars_in": chars_in,
-            "chars_out": chars_out,
-            "pii_counts_json": json.dumps(pii_counts, sort_keys=True) if pii_counts else None,
-        }
-    )
+    # the decision record (layers/decisions.py); PII counts per type are in the detail (spans: pii_audit)
+    buf["decisions"].append(record_decision(
+        stage=stage, action=action, reason=reason, detail=detail, policy_version=policy,
+        record_id=record.record_id, item_id=row.get("item_id"), source_id=record.source_id, snapshot=record.snapshot,
+        schema_type=record.schema_type, domain=record.domain, lang=record.lang, chars_in=chars_in, chars_out=chars_out,
+    ))
     s.outcomes[outcome] = s.outcomes.get(outcome, 0) + 1
     s.by_reason[(stage, outcome, reason)] = s.by_reason.get((stage, outcome, reason), 0) + 1
     key = (record.source_id, record.lang, stage, reason)

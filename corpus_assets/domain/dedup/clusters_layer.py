@@ -37,9 +37,10 @@ from corpus_assets.domain.dedup.minhash import (
     shingle_set,
 )
 from corpus_assets.domain.dedup.near import near_dedup, stable_order
+from corpus_assets.domain.layers.decisions import DECISIONS_TABLE, decisions_from_columns
 from corpus_assets.domain.layers.registry import CLUSTERS_SCHEMA, CURATED_RECORDS, DEDUP_CLUSTERS, MINHASH_SIGNATURES, layer
 
-DEDUP_CODE_VERSION = "dedup-1"
+DEDUP_CODE_VERSION = "dedup-2"  # 2: the decisions table
 
 
 class ReleaseDedupPolicy(BaseModel):
@@ -67,6 +68,9 @@ class DedupSummary:
     largest: list[tuple[str, int]] = field(default_factory=list)
 
 
+_CURATED_COLUMNS = ("text", "governance_json", "schema_type", "lang")
+
+
 def _load_release_records(store: LayerStore, snapshots: list[str]):
     """Records of the release (latest snapshot wins per record id), with texts and signatures, and
     the content digest of each snapshot's signatures version."""
@@ -81,15 +85,16 @@ def _load_release_records(store: LayerStore, snapshots: list[str]):
         cur_v = store.require_current(CURATED_RECORDS, snap)
         dtype = sig_v.manifest.get("signature_dtype") or dtype
         texts = {}
-        for b in cur_v.iter_batches("records", columns=["record_id", "text", "governance_json"]):
-            for rid, text, gov in zip(b.column(0).to_pylist(), b.column(1).to_pylist(), b.column(2).to_pylist()):
-                texts[rid] = (text, gov)
+        for b in cur_v.iter_batches("records", columns=["record_id", *_CURATED_COLUMNS]):
+            for rid, *values in zip(*(b.column(i).to_pylist() for i in range(b.num_columns))):
+                texts[rid] = values
         for b in sig_v.iter_batches("signatures"):
             for r in b.to_pylist():
-                r["text"], r["governance_json"] = texts[r["record_id"]]
+                r.update(zip(_CURATED_COLUMNS, texts[r["record_id"]]))
                 old = rows.get(r["record_id"])
                 if old is not None:
-                    superseded.append({"record_id": r["record_id"], "snapshot": old["snapshot"], "superseded_by": snap})
+                    superseded.append({"record_id": r["record_id"], "snapshot": old["snapshot"], "superseded_by": snap,
+                                       "_row": old})
                 rows[r["record_id"]] = r
     ordered = [rows[k] for k in sorted(rows)]
     return ordered, superseded, dtype, dict(sorted(sig_digests.items()))
@@ -221,7 +226,9 @@ def build_dedup(
                 for (x, y), j in zip(result.edges.tolist(), result.edge_jaccard.tolist())
             ],
         )
-        w.write("superseded", superseded)
+        w.write("superseded", [{k: v for k, v in r.items() if k != "_row"} for r in superseded])
+        w.write(DECISIONS_TABLE, _decisions(rows, ids, kind, final_rep, final_j, superseded,
+                                            canonical_digest(build_spec)[:16]))
         ex = exact_summary(groups)
         version = w.commit(
             extra_manifest={
@@ -236,9 +243,40 @@ def build_dedup(
     if log:
         log(f"dedup {release}: done in {time.monotonic() - started:.1f}s; exact removed {ex['duplicates_removed']}, "
             f"near removed {result.removed}, {result.candidates} candidate pairs")
-    stats = result.stats
     return DedupSummary(
         version, sorted(snapshots), n, len(superseded), ex, result.removed, result.candidates,
-        {**result.policy, "stats": asdict(stats)},
+        {**result.policy, "stats": asdict(result.stats)},
         dict(sorted(size_hist.items())), largest,
+    )
+
+
+_REASONS = {"representative": ("accept", "ok"), "exact": ("reject", "dedup.exact_duplicate"),
+            "near": ("reject", "dedup.near_duplicate")}
+
+
+def _decisions(rows: list[dict], ids: list[str], kind: list[str], final_rep: np.ndarray, final_j: np.ndarray,
+               superseded: list[dict], policy_version: str) -> pa.Table:
+    """The dedup stage's decision per input record: every copy of the release's snapshots, in the
+    clusters' order, then the older copies another snapshot supersedes."""
+    chars = [len(r["text"]) for r in rows]
+    actions = [_REASONS[k][0] for k in kind]
+    details = ["" if k == "representative" else
+               f"{'exact copy' if k == 'exact' else 'near duplicate'} of {ids[j]}" + (f" (J={jac:.3f})" if k == "near" else "")
+               for k, j, jac in zip(kind, final_rep.tolist(), final_j.tolist())]
+    old = [r["_row"] for r in superseded]
+    return decisions_from_columns(
+        len(rows) + len(old),
+        stage="dedup",
+        record_id=ids + [r["record_id"] for r in superseded],
+        source_id=[r["source_id"] for r in rows + old],
+        snapshot=[r["snapshot"] for r in rows + old],
+        schema_type=[r["schema_type"] for r in rows + old],
+        domain=[r["domain"] for r in rows + old],
+        lang=[r["lang"] for r in rows + old],
+        action=actions + ["reject"] * len(old),
+        reason=[_REASONS[k][1] for k in kind] + ["dedup.superseded"] * len(old),
+        detail=details + [f"superseded by the copy in {r['superseded_by']}" for r in superseded],
+        policy_version=policy_version,
+        chars_in=chars + [len(r["text"]) for r in old],
+        chars_out=[c if a == "accept" else 0 for c, a in zip(chars, actions)] + [0] * len(old),
     )

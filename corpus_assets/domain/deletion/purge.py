@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from corpus_assets.domain.deletion.tombstones import TombstoneSet, shard_spans_files
 from corpus_assets.domain.layers import registry
+from corpus_assets.domain.layers.decisions import DELETE
 from corpus_assets.domain.layers.registry import Layer, Partitioning, Purge, Table
 from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion, TableSpec
 
@@ -215,7 +216,8 @@ def _stub_items(t: pa.Table, plan: _Plan) -> pa.Table:
 
 def _mark_decisions(t: pa.Table, plan: _Plan) -> pa.Table:
     return _mark_items(t, plan, ("outcome", DELETED_OUTCOME), lambda request: dict(
-        record_id=None, outcome=DELETED_OUTCOME, reason=DELETED_REASON, detail=_detail(request)))
+        record_id=None, outcome=DELETED_OUTCOME, action=DELETE, reason=DELETED_REASON, detail=_detail(request),
+        schema_type=None, domain=None, lang=None, chars_out=None))
 
 
 def _purged_rows(la: Layer, plan: _Plan, ids: pa.Array, items: pa.Array) -> Transform:

@@ -82,17 +82,30 @@ def decisions_from_columns(n: int, **columns: Any) -> pa.Table:
     unknown = set(columns) - set(COLUMNS)
     if unknown:
         raise ValueError(f"decisions: unknown columns {sorted(unknown)}")
+    if "outcome" in columns:
+        raise ValueError("decisions: give the action; the outcome follows from it")
+    action = columns.get("action")
+    if action is None:
+        raise ValueError("decisions: an action is required")
+    actions = [action] * n if isinstance(action, str) else list(action)
+    bad = sorted(set(actions) - set(OUTCOME_OF_ACTION))
+    if bad:
+        raise ValueError(f"decisions: unknown actions {bad}")
+    columns = dict(columns, outcome=[OUTCOME_OF_ACTION[a] for a in actions])
+    columns.setdefault("reason", OK)
     arrays = []
     for field in DECISIONS_SCHEMA:
         value = columns.get(field.name)
+        if isinstance(value, pa.ChunkedArray):
+            value = value.combine_chunks()
         if value is None or isinstance(value, (str, int)):
             arrays.append(pa.array([value] * n, field.type))
-        else:
-            arrays.append(pa.array(value, field.type) if not isinstance(value, pa.Array) else value.cast(field.type))
-    table = pa.Table.from_arrays(arrays, schema=DECISIONS_SCHEMA)
-    if table.num_rows != n:
-        raise ValueError(f"decisions: {table.num_rows} rows, expected {n}")
-    return table
+            continue
+        array = value.cast(field.type) if isinstance(value, pa.Array) else pa.array(value, field.type)
+        if len(array) != n:
+            raise ValueError(f"decisions: column {field.name} has {len(array)} rows, expected {n}")
+        arrays.append(array)
+    return pa.Table.from_arrays(arrays, schema=DECISIONS_SCHEMA)
 
 
 def outcome_counts(table: pa.Table) -> dict[str, int]:

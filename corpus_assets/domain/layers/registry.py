@@ -131,20 +131,6 @@ class Layer:
 
 # --- layer-level table schemas ----------------------------------------------------------------------
 
-CANONICAL_DECISIONS_SCHEMA = pa.schema(
-    [
-        ("item_index", pa.int64()),
-        ("item_id", pa.string()),
-        ("source_id", pa.string()),
-        ("snapshot", pa.string()),
-        ("record_id", pa.string()),
-        ("stage", pa.string()),
-        ("outcome", pa.string()),
-        ("reason", pa.string()),
-        ("detail", pa.string()),
-        ("policy_version", pa.string()),
-    ]
-)
 CANONICAL_QUARANTINE_SCHEMA = pa.schema(
     [
         ("item_index", pa.int64()),
@@ -158,25 +144,6 @@ CANONICAL_QUARANTINE_SCHEMA = pa.schema(
 REFERENCES_SCHEMA = pa.schema([("record_id", pa.string()), ("reference_json", pa.string())])
 EVAL_ITEMS_SCHEMA = pa.schema(
     [("benchmark", pa.string()), ("item_id", pa.string()), ("field", pa.string()), ("text", pa.large_string())]
-)
-CURATED_DECISIONS_SCHEMA = pa.schema(
-    [
-        ("record_id", pa.string()),
-        ("source_id", pa.string()),
-        ("snapshot", pa.string()),
-        ("schema_type", pa.string()),
-        ("domain", pa.string()),
-        ("lang", pa.string()),
-        ("stage", pa.string()),
-        ("outcome", pa.string()),
-        ("action", pa.string()),
-        ("reason", pa.string()),
-        ("detail", pa.string()),
-        ("policy_version", pa.string()),
-        ("chars_in", pa.int64()),
-        ("chars_out", pa.int64()),
-        ("pii_counts_json", pa.string()),
-    ]
 )
 PII_AUDIT_SCHEMA = pa.schema(
     [
@@ -263,10 +230,6 @@ VIEWS_SCHEMA = pa.schema(
     + [("n_tokens", pa.int32()), ("label_tokens", pa.int32())]
     + [TOKEN_VIEWS_SCHEMA.field(n) for n in ("input_ids", "loss_mask", "offsets", "segments_json")]
 )
-TOKEN_VIEWS_REJECTED_SCHEMA = pa.schema(
-    [("record_id", pa.string()), ("split", pa.string()), ("source_id", pa.string()), ("snapshot", pa.string()),
-     ("reason", pa.string()), ("detail", pa.string())]
-)
 # One row per source (or tag) of the plan: the report fields that SQL reports read (the ``plan``
 # table holds the draws themselves). importance_weight / target_weight are null without
 # ``target_weights``; shares are in [0, 1], effective epochs in the declared unit.
@@ -306,6 +269,8 @@ SHARDS_SCHEMA = pa.schema(
 )
 
 _ID = ("record_id",)
+# the decision record every deciding stage writes: one row per unit of its input (layers/decisions.py)
+_DECISIONS = Table(DECISIONS_SCHEMA, record_ids=_ID)
 
 # --- the registry ------------------------------------------------------------------------------------
 
@@ -320,7 +285,7 @@ LAYERS: tuple[Layer, ...] = (
         CANONICAL_RECORDS, Partitioning.SNAPSHOTS, "ingestion",
         {
             "records": Table(RECORDS_SCHEMA, record_ids=_ID),
-            "decisions": Table(CANONICAL_DECISIONS_SCHEMA, record_ids=_ID, purge=Purge.MARK),
+            DECISIONS_TABLE: Table(DECISIONS_SCHEMA, record_ids=_ID, purge=Purge.MARK),
             "quarantine": Table(CANONICAL_QUARANTINE_SCHEMA, private=True),
             "references": Table(REFERENCES_SCHEMA, private=True, record_ids=_ID),
         },
@@ -337,7 +302,7 @@ LAYERS: tuple[Layer, ...] = (
         CURATED_RECORDS, Partitioning.SNAPSHOTS, "curation",
         {
             "records": Table(RECORDS_SCHEMA, record_ids=_ID),
-            "decisions": Table(CURATED_DECISIONS_SCHEMA, record_ids=_ID),
+            DECISIONS_TABLE: _DECISIONS,
             "pii_audit": Table(PII_AUDIT_SCHEMA, record_ids=_ID),
             "contamination": Table(CONTAMINATION_SCHEMA, record_ids=_ID),
             "quarantine": Table(CURATED_QUARANTINE_SCHEMA, private=True, record_ids=_ID),
@@ -359,12 +324,13 @@ LAYERS: tuple[Layer, ...] = (
             "aliases": Table(ALIASES_SCHEMA, record_ids=("representative_id", "record_id")),
             "edges": Table(EDGES_SCHEMA, record_ids=("record_id", "neighbour_id")),
             "superseded": Table(SUPERSEDED_SCHEMA, record_ids=_ID, readable=False),
+            DECISIONS_TABLE: _DECISIONS,
         },
         main_table="clusters", build_id=BuildId.CONTENT, on_deletion=OnDeletion.REBUILD,
     ),
     Layer(
         SPLITS, Partitioning.RELEASES, "splits_tokens",
-        {"assignments": Table(ASSIGNMENTS_SCHEMA, record_ids=_ID)},
+        {"assignments": Table(ASSIGNMENTS_SCHEMA, record_ids=_ID), DECISIONS_TABLE: _DECISIONS},
         main_table="assignments", build_id=BuildId.CONTENT, on_deletion=OnDeletion.REBUILD,
     ),
     Layer(
@@ -378,19 +344,20 @@ LAYERS: tuple[Layer, ...] = (
         {
             "views": Table(VIEWS_SCHEMA, record_ids=_ID,
                            columns=tuple(n for n, _ in VIEW_IDENTITY_COLUMNS) + ("n_tokens", "label_tokens")),
-            "rejected": Table(TOKEN_VIEWS_REJECTED_SCHEMA, record_ids=_ID, readable=False),
+            DECISIONS_TABLE: _DECISIONS,
         },
         main_table="views", build_id=BuildId.CONTENT, on_deletion=OnDeletion.REWRITE,
     ),
     Layer(
         MIXTURE_PLAN, Partitioning.RELEASES, "mixtures_packing",
         {"plan": Table(MIXTURE_PLAN_SCHEMA, record_ids=_ID),
-         "sources": Table(MIXTURE_SOURCES_SCHEMA, purge=Purge.NONE)},
+         "sources": Table(MIXTURE_SOURCES_SCHEMA, purge=Purge.NONE),
+         DECISIONS_TABLE: _DECISIONS},
         main_table="plan", build_id=BuildId.CONTENT, on_deletion=OnDeletion.REBUILD,
     ),
     Layer(
         PACKED_SHARDS, Partitioning.RELEASES, "mixtures_packing",
-        {"shards": Table(SHARDS_SCHEMA, purge=Purge.NONE)},
+        {"shards": Table(SHARDS_SCHEMA, purge=Purge.NONE), DECISIONS_TABLE: _DECISIONS},
         main_table="shards", build_id=BuildId.CONTENT, on_deletion=OnDeletion.REBUILD, shard_spans=True,
     ),
     Layer(

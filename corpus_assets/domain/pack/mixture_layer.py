@@ -24,9 +24,10 @@ import pyarrow.compute as pc
 
 from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
 from corpus_assets.domain.pack.mixture import MIXTURE_PLAN_SCHEMA, MixtureSpec, SourceUnits, build_plan, mixture_spec_version
+from corpus_assets.domain.layers.decisions import DECISIONS_TABLE, decisions_from_columns
 from corpus_assets.domain.layers.registry import MIXTURE_PLAN, MIXTURE_SOURCES_SCHEMA, layer
 
-MIXTURE_LAYER_VERSION = "mixture-layer-2"  # 2: the per-source ``sources`` table
+MIXTURE_LAYER_VERSION = "mixture-layer-3"  # 2: the per-source ``sources`` table; 3: the decisions table
 MIXTURE_TABLES = layer(MIXTURE_PLAN).table_specs()
 
 
@@ -108,5 +109,29 @@ def build_mixture_plan(
     with store.new_version(MIXTURE_PLAN, release, MIXTURE_TABLES, build) as w:
         w.write("plan", table)
         w.write("sources", sources_table(report))
+        w.write(DECISIONS_TABLE, _decisions(token_views, table, train_split, build["spec_version"]))
         version = w.commit(extra_manifest={"report": report})
     return version, report
+
+
+def _decisions(token_views: LayerVersion, plan: pa.Table, train_split: str, policy_version: str) -> pa.Table:
+    """How often each record with views is read: a training record as often as the plan draws it
+    (never: rejected, ``mixture.not_drawn``), a validation or test record once, in natural order.
+    tokens_in = its packable tokens, tokens_out = tokens_in x reads (what packing is given)."""
+    cols = ["record_id", "variant", "split", "source_id", "snapshot", "domain", "n_tokens"]
+    views = packable_views(token_views.read_table("views", columns=cols))
+    drawn = pc.value_counts(plan.column("record_id")) if plan.num_rows else None
+    counts = dict(zip(drawn.field("values").to_pylist(), drawn.field("counts").to_pylist())) if drawn is not None else {}
+    splits = views.column("split").to_pylist()
+    ids = views.column("record_id").to_pylist()
+    reads = [counts.get(rid, 0) if split == train_split else 1 for rid, split in zip(ids, splits)]
+    tokens = views.column("n_tokens").to_pylist()
+    return decisions_from_columns(
+        views.num_rows, stage="mixture", record_id=ids, source_id=views.column("source_id"),
+        snapshot=views.column("snapshot"), split=splits, domain=views.column("domain"),
+        action=["accept" if n else "reject" for n in reads],
+        reason=["ok" if n else "mixture.not_drawn" for n in reads],
+        detail=[(f"drawn {n} time{'s' if n != 1 else ''}" if n else "not drawn by the plan") if split == train_split
+                else "not mixed: read once in natural order" for n, split in zip(reads, splits)],
+        policy_version=policy_version, tokens_in=tokens, tokens_out=[t * n for t, n in zip(tokens, reads)],
+    )

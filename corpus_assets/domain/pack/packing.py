@@ -300,9 +300,17 @@ class PackedBlocks:
     position_ids: np.ndarray  # int32 (n, T)
     spans: pa.Table  # PACKING_SPANS_SCHEMA
     stats: PackingStats
+    # view tokens placed in these blocks, per input sample: sample index (the sample's position
+    # among everything given to the Packer, from 0) and count, one entry per span (sum per sample)
+    placed_samples: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    placed_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def __len__(self) -> int:
         return int(self.tokens.shape[0])
+
+    def placed_per_sample(self, n_samples: int) -> np.ndarray:
+        """View tokens placed per sample, for samples ``0 .. n_samples - 1``."""
+        return np.bincount(self.placed_samples, weights=self.placed_tokens, minlength=n_samples).astype(np.int64)
 
     @staticmethod
     def concat(parts: Sequence["PackedBlocks"]) -> "PackedBlocks":
@@ -320,12 +328,13 @@ class PackedBlocks:
         stats = first.stats
         for p in parts[1:]:
             stats = stats + p.stats
+        placed = (np.concatenate([p.placed_samples for p in parts]), np.concatenate([p.placed_tokens for p in parts]))
         full = [p for p in parts if len(p)] or [first]
         if len(full) == 1:  # no copy
             f = full[0]
             return PackedBlocks(
                 f.seq_len, f.pad_id, first.first_block, f.tokens, f.loss_mask, f.segment_ids, f.position_ids,
-                f.spans, stats,
+                f.spans, stats, *placed,
             )  # fmt: skip
         return PackedBlocks(
             first.seq_len,
@@ -337,6 +346,7 @@ class PackedBlocks:
             np.concatenate([p.position_ids for p in full]),
             pa.concat_tables([p.spans for p in full]),
             stats,
+            *placed,
         )
 
 
@@ -355,6 +365,7 @@ class _Spans:
     inserted: np.ndarray  # bool
     rid: pa.Array  # string
     var: pa.Array  # string
+    sample: np.ndarray  # int64, the input sample (index among everything given to the Packer)
 
     def __len__(self) -> int:
         return int(self.row.shape[0])
@@ -364,12 +375,13 @@ class _Spans:
         return _Spans(
             self.row[idx], self.start[idx], self.end[idx], self.src_start[idx], self.src_end[idx],
             self.char_start[idx], self.char_end[idx], self.inserted[idx], self.rid.take(t), self.var.take(t),
+            self.sample[idx],
         )  # fmt: skip
 
     @staticmethod
     def empty() -> "_Spans":
         z = np.zeros(0, np.int64)
-        return _Spans(z, z, z, z, z, z, z, np.zeros(0, bool), pa.array([], pa.string()), pa.array([], pa.string()))
+        return _Spans(z, z, z, z, z, z, z, np.zeros(0, bool), pa.array([], pa.string()), pa.array([], pa.string()), z)
 
     @staticmethod
     def concat(parts: Sequence["_Spans"]) -> "_Spans":
@@ -385,7 +397,7 @@ class _Spans:
         return _Spans(
             cat("row"), cat("start"), cat("end"), cat("src_start"), cat("src_end"), cat("char_start"),
             cat("char_end"), cat("inserted"), pa.concat_arrays([p.rid for p in parts]),
-            pa.concat_arrays([p.var for p in parts]),
+            pa.concat_arrays([p.var for p in parts]), cat("sample"),
         )  # fmt: skip
 
 
@@ -566,6 +578,7 @@ class Packer:
         self.chunk_tokens = int(chunk_tokens)
         self.transform_version = policy.transform_version or packing_policy_version(policy)
         self._emitted = 0
+        self._samples = 0  # samples given so far: the next one's index
         self._finished = False
         T = self.T
         self._c_tok = np.empty((0, T), np.int32)
@@ -743,6 +756,8 @@ class Packer:
         T, bos, pol = self.T, self._bos, self.policy
         st = PackingStats(T)
         st.input_samples += int(lengths.shape[0])
+        base = self._samples
+        self._samples += int(lengths.shape[0])
         N = int(ids.shape[0])
         st.input_tokens += N
         e_sample, e_start, e_len, e_src = self._effective(lengths, rids, vars_, st)
@@ -812,7 +827,8 @@ class Packer:
             lm[:, 0] = 0
 
         spans = _Spans.concat([self._c_spans, self._new_spans(
-            offs, rids, vars_, e_sample, e_start, e_len, e_src, es, dest_first, K, W, u0 if pol.mode == "stream" else 0
+            offs, rids, vars_, e_sample, e_start, e_len, e_src, es, dest_first, K, W, u0 if pol.mode == "stream" else 0,
+            base,
         )])  # fmt: skip
 
         out = self._emit(tok, lm, mark, fill, spans, sealed, st)
@@ -829,7 +845,7 @@ class Packer:
         self._c_spans = carried
         return out
 
-    def _new_spans(self, offs, rids, vars_, e_sample, e_start, e_len, e_src, es, dest_first, K, W, u0) -> _Spans:
+    def _new_spans(self, offs, rids, vars_, e_sample, e_start, e_len, e_src, es, dest_first, K, W, u0, base) -> _Spans:
         T, bos = self.T, self._bos
         ne = e_len.shape[0]
         if ne == 0:
@@ -874,6 +890,7 @@ class Packer:
             _Spans(
                 row, start, start + length, src_s, src_s + length, offs[flat_s, 0].astype(np.int64),
                 offs[flat_s + length - 1, 1].astype(np.int64), ins, rids.take(smp), vars_.take(smp),
+                base + e_sample[e],
             )  # fmt: skip
         ]
         if bos:
@@ -882,7 +899,8 @@ class Packer:
             m1 = np.full(ne, -1, np.int64)
             sb = pa.array(e_sample)
             parts.append(
-                _Spans(rb, db - rb * T, db - rb * T + 1, m1, m1, m1, m1, np.ones(ne, bool), rids.take(sb), vars_.take(sb))
+                _Spans(rb, db - rb * T, db - rb * T + 1, m1, m1, m1, m1, np.ones(ne, bool), rids.take(sb), vars_.take(sb),
+                       base + e_sample)
             )
         return _Spans.concat(parts)
 
@@ -967,7 +985,8 @@ class Packer:
         st.inserted_tokens += int(lengths[sp.inserted].sum())
         st.padding += int((T - o_fill).sum())
         st.label_tokens += int(np.count_nonzero(o_lm))
-        return PackedBlocks(T, pol.pad_id, first, o_tok, o_lm, seg, pos, table, st)
+        return PackedBlocks(T, pol.pad_id, first, o_tok, o_lm, seg, pos, table, st,
+                            sp.sample[from_view], lengths[from_view].astype(np.int64))
 
 
 # --- entry points -------------------------------------------------------------------------------

@@ -33,13 +33,21 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from corpus_assets.domain.core.faults import pause_point
 from corpus_assets.domain.core.hashing import canonical_json
 from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
-from corpus_assets.domain.pack.packing import Packer, PackedBlocks, PackingPolicy, coverage_check, packing_policy_version
+from corpus_assets.domain.pack.packing import (
+    REASON_TOO_LONG,
+    Packer,
+    PackedBlocks,
+    PackingPolicy,
+    coverage_check,
+    packing_policy_version,
+)
 from corpus_assets.domain.pack.shards import (
     ShardIntegrityError,
     ShardWriter,
@@ -49,9 +57,10 @@ from corpus_assets.domain.pack.shards import (
     write_shard_manifest,
 )
 from corpus_assets.domain.pack.view_spool import SplitViews, SpooledViews
+from corpus_assets.domain.layers.decisions import DECISIONS_TABLE, decisions_from_columns
 from corpus_assets.domain.layers.registry import PACKED_SHARDS, layer
 
-SHARDS_LAYER_VERSION = "packed-shards-layer-1"
+SHARDS_LAYER_VERSION = "packed-shards-layer-2"  # 2: the decisions table
 DEFAULT_SEQ_LEN = 2048  # T when the release spec has no packing.seq_len
 
 SHARDS_TABLES = layer(PACKED_SHARDS).table_specs()
@@ -177,10 +186,12 @@ def _pack_and_write(views: SplitViews, rows: np.ndarray, policy: PackingPolicy, 
     ok = True
     per_source: dict[str, dict[str, int]] = {}
     details: list = []
+    placed = np.zeros(rows.size, np.int64)  # view tokens that reached the blocks, per sample
 
     def emit(part: PackedBlocks) -> None:
         nonlocal stats, ok
         stats = part.stats if stats is None else stats + part.stats
+        np.add.at(placed, part.placed_samples, part.placed_tokens)
         if not len(part):
             return
         good, detail = coverage_check(part)
@@ -203,7 +214,7 @@ def _pack_and_write(views: SplitViews, rows: np.ndarray, policy: PackingPolicy, 
     if not ok:
         raise ValueError(f"packed blocks of {split} fail span coverage: {details[:1]}")
     metas = writer.finish()
-    return metas, stats, ok, per_source
+    return metas, stats, ok, per_source, placed
 
 
 def build_packed_shards(
@@ -235,6 +246,7 @@ def build_packed_shards(
     report: dict = {"policy_version": packing_policy_version(policy), "seq_len": policy.seq_len,
                     "shard_positions": shard_spec.positions, "blocks_per_shard": per_shard, "splits": {}}
     all_meta: dict[str, list[dict]] = {}
+    decisions: list[pa.Table] = []
     try:
         spooled = SpooledViews.spool(token_views, spool_dir, split_names, log=log)
         sources, domains = spooled.sources, spooled.domains
@@ -246,9 +258,10 @@ def build_packed_shards(
                 report["splits"][split] = {"samples": 0, "blocks": 0, "shards": 0}
                 all_meta[split] = []
                 continue
-            metas, st, ok, per_source = _pack_and_write(
+            metas, st, ok, per_source, placed = _pack_and_write(
                 table, rows, policy, bos_id, tmp / split, split, shard_spec, tokenizer_digest, vocab_size,
                 sources, domains, sources if mix_key == "source" else domains)
+            decisions.append(packing_decisions(table, rows, placed, policy, split, sources, domains))
             if metas:
                 write_shard_manifest(tmp / split, metas)
             all_meta[split] = metas
@@ -300,8 +313,51 @@ def build_packed_shards(
     }
     with store.new_version(PACKED_SHARDS, release, SHARDS_TABLES, build) as w:
         w.write("shards", rows_out)
+        for table in decisions:
+            w.write(DECISIONS_TABLE, table)
         version = w.commit(extra_manifest={"report": report})
     return version, report
+
+
+def packing_decisions(views: SplitViews, rows: np.ndarray, placed: np.ndarray, policy: PackingPolicy,
+                      split: str, sources: dict, domains: dict) -> pa.Table:
+    """The packing stage's decision per sample of a split (``item_index`` = its position in the
+    split's sample sequence; a record drawn twice is two samples), from what reached the blocks.
+    Over-length samples follow the policy (quarantined, truncated or split, as the packer applies
+    it before placing anything); whatever else did not reach a block was in a dropped tail block."""
+    lengths = views.token_counts(rows).astype(np.int64)
+    cap = policy.seq_len - (1 if policy.boundary == "bos" else 0)  # the packer's block capacity
+    over = (lengths > cap) if policy.mode == "atomic" else np.zeros(rows.size, bool)
+    rule = policy.overlength
+    expected = np.where(over & (rule == "quarantine"), 0, np.where(over & (rule == "truncate"), cap, lengths))
+    n = int(rows.size)
+    action = np.full(n, "accept", dtype=object)
+    reason = np.full(n, "ok", dtype=object)
+    detail = np.full(n, "", dtype=object)
+    pieces = -(-lengths // max(cap, 1))
+
+    def set_(mask, a, r, d):
+        action[mask], reason[mask] = a, r
+        for i in np.flatnonzero(mask):
+            detail[i] = d(int(i))
+
+    set_(over & (rule == "split") & (placed == expected), "modify", "packing.split",
+         lambda i: f"{lengths[i]} tokens in {pieces[i]} pieces of at most {cap}")
+    set_(over & (rule == "truncate") & (placed == expected), "modify", "packing.truncated",
+         lambda i: f"kept the first {cap} of {lengths[i]} tokens")
+    set_((placed < expected) & (placed > 0), "modify", "packing.tail_dropped",
+         lambda i: f"{expected[i] - placed[i]} of {expected[i]} tokens were in the dropped tail block")
+    set_((placed == 0) & (expected > 0), "reject", "packing.tail_dropped", lambda i: "in the dropped tail block")
+    set_(lengths == 0, "reject", "packing.empty_sample", lambda i: "a view without tokens")
+    set_(over & (rule == "quarantine"), "quarantine", REASON_TOO_LONG,
+         lambda i: f"{lengths[i]} tokens > block capacity {cap}")
+    ids = np.asarray(views.record_ids, dtype=object)[rows] if n else np.zeros(0, object)
+    return decisions_from_columns(
+        n, stage="packing", record_id=ids.tolist(), item_index=np.arange(n, dtype=np.int64), split=split,
+        source_id=[sources.get(r) for r in ids], domain=[domains.get(r) for r in ids],
+        action=action.tolist(), reason=reason.tolist(), detail=detail.tolist(),
+        policy_version=packing_policy_version(policy), tokens_in=lengths, tokens_out=placed,
+    )
 
 
 def _denominators(mixture_plan: LayerVersion, token_views: LayerVersion, train: dict, train_split: str) -> dict:

@@ -47,6 +47,7 @@ KNOWN_LIMITS = [
 ]
 REPORT_LINKS = {
     "stage accounting": "dagster asset `stage_accounting` (dbt_like_sql/stage_accounting.sql)",
+    "decisions by reason": "dagster asset `decision_reasons` (dbt_like_sql/decision_reasons.sql)",
     "curation retention": "dagster asset `curation_retention` (dbt_like_sql/curation_retention.sql)",
     "contamination summary": "dagster asset `contamination_summary` (dbt_like_sql/contamination_summary.sql)",
     "duplicate clusters": "dagster asset `duplicate_clusters` (dbt_like_sql/duplicate_clusters.sql)",
@@ -174,7 +175,7 @@ def _manifest(release: str, spec: Mapping[str, Any], sec: dict, package_version:
         "evaluation": {"registry_digest": sec["evaluation"]["registry_digest"],
                        "detector_policy": sec["evaluation"]["detector"],
                        "contamination": {"benchmarks": sec["evaluation"]["benchmarks"],
-                                         "removed": sum(c["count"] for c in sec["stage_counts"] if c["stage"] == "decontam")}},
+                                         "removed": sum(c["count"] for c in sec["stage_counts"] if c["stage"] == "decontam" and c["outcome"] == "rejected")}},
         "tokenizer": sec["tokenizer"],
         "shards": shards,
         "split_stats": split_stats,

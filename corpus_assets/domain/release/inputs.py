@@ -19,8 +19,8 @@ from typing import Any, Mapping
 
 
 from corpus_assets.domain.layers import registry
+from corpus_assets.domain.layers.decisions import DECISIONS_TABLE
 from corpus_assets.domain.layers.registry import (
-    CANONICAL_RECORDS,
     CURATED_RECORDS,
     DEDUP_CLUSTERS,
     MIXTURE_PLAN,
@@ -46,12 +46,14 @@ def _peek(store: LayerStore, asset: str, partition: str) -> LayerVersion:
     return v
 
 
-def _reason_counts(version: LayerVersion, stage_default: str) -> Counter:
-    t = version.read_table("decisions", columns=["stage", "outcome", "reason"])
-    out: Counter = Counter()
-    for stage, outcome, reason in zip(*(t.column(c).to_pylist() for c in ("stage", "outcome", "reason"))):
-        out[(stage or stage_default, outcome, reason or "")] += 1
-    return out
+def _decision_counts(version: LayerVersion) -> Counter:
+    """(stage, outcome, reason) -> decisions, from a layer version's decision record."""
+    t = version.read_table(DECISIONS_TABLE, columns=["stage", "outcome", "reason"])
+    if t.num_rows == 0:
+        return Counter()
+    g = t.group_by(["stage", "outcome", "reason"]).aggregate([([], "count_all")])
+    return Counter({(st, oc, rs or ""): int(n) for st, oc, rs, n in zip(*(g.column(c).to_pylist() for c in
+                                                                        ("stage", "outcome", "reason", "count_all")))})
 
 
 def gather_release_inputs(
@@ -126,24 +128,17 @@ def gather_release_inputs(
             "snapshots": snaps,
         })
 
-    # --- stage counts with reasons ---
+    # --- stage counts with reasons: every stage's decision record, over the release's snapshots ---
     counts: Counter = Counter()
-    for vs in snap_layers.values():
-        counts.update(_reason_counts(vs[CANONICAL_RECORDS], "canonicalize"))
-        counts.update(_reason_counts(vs[CURATED_RECORDS], "curate"))
+    for la in registry.decision_layers():
+        versions = ([vs[la.asset] for vs in snap_layers.values()] if la.partitioning is Partitioning.SNAPSHOTS
+                    else [layers[la.asset]] if la.asset in layers else [])
+        for v in versions:
+            counts.update(_decision_counts(v))
     dm = layers[DEDUP_CLUSTERS].manifest
     exact = dm.get("exact", {})
-    counts[("dedup", "removed", "dedup.exact_duplicate")] += int(exact.get("duplicates_removed", 0))
-    counts[("dedup", "removed", "dedup.near_duplicate")] += int(dm.get("near_removed", 0))
-    counts[("dedup", "kept", "")] += int(dm.get("kept", 0))
     tvr = layers[TOKEN_VIEWS].manifest.get("report", {})
-    for reason, n in tvr.get("rejected", {}).items():
-        counts[("token_views", "rejected", reason)] += n
-    counts[("token_views", "accepted", "")] += int(tvr.get("records_with_views", 0))
     pk = layers[PACKED_SHARDS].manifest.get("report", {})
-    for split, r in pk.get("splits", {}).items():
-        for q in r.get("quarantined_records", []):
-            counts[("packing", "quarantined", q[2])] += 1
     stage_counts = [{"stage": st, "outcome": oc, "reason": rs, "count": n}
                     for (st, oc, rs), n in sorted(counts.items()) if n]
 

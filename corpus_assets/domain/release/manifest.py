@@ -117,9 +117,9 @@ class PipelineInfo(_Model):
 
 
 class StageCount(_Model):
-    stage: str
-    outcome: str = Field(description="accepted | rejected | quarantined | modified | ...")
-    reason: str = Field(description="stable reason code ('' for accepted)")
+    stage: str = Field(description="the (sub-)stage that decided, from the stages' decision records")
+    outcome: str = Field(description="accepted | rejected | quarantined | deleted")
+    reason: str = Field(description="stable reason code ('ok' for a record accepted unchanged)")
     count: int = Field(ge=0)
 
 

@@ -12,9 +12,10 @@ from typing import Optional
 
 from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
 from corpus_assets.domain.tokens.splits import SplitPolicy, assign, leakage_groups, split_policy_version, unit_interval
+from corpus_assets.domain.layers.decisions import DECISIONS_TABLE, decision
 from corpus_assets.domain.layers.registry import CURATED_RECORDS, SPLITS, layer
 
-SPLITS_LAYER_CODE_VERSION = "release-layers-1"
+SPLITS_LAYER_CODE_VERSION = "splits-layer-2"  # 2: the decisions table (1 was release-layers-1)
 
 SPLITS_TABLES = layer(SPLITS).table_specs()
 
@@ -50,13 +51,24 @@ def build_splits(
         for c, k in zip(clusters, keys)
     ]
     report = result.report()
+    pver = split_policy_version(policy)
     spec = {
         "code_version": SPLITS_LAYER_CODE_VERSION,
-        "policy_version": split_policy_version(policy),
+        "policy_version": pver,
         "dedup_version": dedup.content_digest,
     }
+    # the stage decides for the records dedup kept: a split, or quarantine (a group conflict)
+    decisions = [
+        decision(stage="splits", action="accept" if r["split"] is not None else "quarantine",
+                 reason="ok" if r["split"] is not None else "splits.group_conflict",
+                 detail="" if r["split"] is not None else "its leakage group's published records are in other splits",
+                 policy_version=pver, record_id=r["record_id"], source_id=r["source_id"], snapshot=r["snapshot"],
+                 split=r["split"])
+        for r in rows if r["kept"]
+    ]
     with store.new_version(SPLITS, release, SPLITS_TABLES, spec) as w:
         w.write("assignments", rows)
+        w.write(DECISIONS_TABLE, decisions)
         version = w.commit(extra_manifest={"report": {k: v for k, v in report.items() if k != "quarantined"},
                                            "quarantined": len(result.quarantined)})
     return version, report

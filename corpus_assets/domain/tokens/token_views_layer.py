@@ -7,7 +7,8 @@ curated records of each snapshot. Output tables:
 * ``views`` — one row per view (two for a preference record): identity columns (record, split,
   source, snapshot), the content-addressed ``cache_key`` and the token columns of
   ``token_views.TOKEN_VIEWS_SCHEMA`` plus ``label_tokens`` (sum of the loss mask).
-* ``rejected`` — records that got a reason code instead of a view (``token_views.too_long``).
+* ``decisions`` — the decision record (``layers/decisions.py``), one row per record with a split:
+  accepted with its view tokens, or rejected with a reason code (``token_views.too_long``).
 
 Rows are in a fixed order (snapshots sorted, then the curated layer's record order), and the
 tokenizer work is cut into bounded batches (records and characters), so memory does not grow
@@ -48,9 +49,10 @@ from corpus_assets.domain.tokens.token_views import (
     views_to_table,
 )
 from corpus_assets.domain.tokens.tokenizer import FrozenTokenizer, TokenizerSpec, thaw_tokenizer
+from corpus_assets.domain.layers.decisions import DECISIONS_TABLE, decision
 from corpus_assets.domain.layers.registry import CURATED_RECORDS, TOKEN_VIEWS, VIEWS_SCHEMA, VIEW_TOKEN_COLUMNS, layer
 
-TOKEN_VIEWS_LAYER_VERSION = "token-views-layer-2"
+TOKEN_VIEWS_LAYER_VERSION = "token-views-layer-3"  # 3: the decisions table replaces ``rejected``
 
 TOKEN_VIEWS_TABLES = layer(TOKEN_VIEWS).table_specs()
 
@@ -238,29 +240,36 @@ def _write_views(store: LayerStore, release: str, policy: TokenViewPolicy, tok: 
                 for item in token_views(misses, tok, policy):
                     fresh.setdefault(item.record_id, []).append(item)
             parts: list[pa.Table] = []
-            rejected: list[dict] = []
+            decided: list[dict] = []
             for (record, split), key in zip(chunk, keys):
+                about = dict(policy_version=pver, record_id=record.record_id, source_id=record.source_id,
+                             snapshot=record.snapshot, split=split, schema_type=record.schema_type,
+                             domain=record.domain, lang=record.lang)
                 if key in index:
                     stats.reused_records += 1
                     rows = cached.take(pa.array(index[key], pa.int64()))
                     parts.append(_with_identity(rows.drop_columns(["cache_key"]), record, split, key))
                     _count(stats, split, record.source_id, rows)
+                    # the same decision as tokenizing it here: a cache hit never changes a byte
+                    decided.append(decision(stage="token_views", action="accept",
+                                            tokens_out=int(pc.sum(rows.column("n_tokens")).as_py()), **about))
                     continue
                 stats.tokenized_records += 1
                 items = fresh[record.record_id]
                 if isinstance(items[0], Rejected):
                     rej = items[0]
                     stats.rejected[rej.reason] += 1
-                    rejected.append({"record_id": record.record_id, "split": split, "source_id": record.source_id,
-                                     "snapshot": record.snapshot, "reason": rej.reason, "detail": rej.detail})
+                    decided.append(decision(stage="token_views", action="reject", reason=rej.reason, detail=rej.detail,
+                                            tokens_out=0, **about))
                     continue
                 table = _views_table([v for v in items if isinstance(v, TokenView)])
                 parts.append(_with_identity(table.drop_columns(["cache_key", "record_id"]), record, split, key))
                 _count(stats, split, record.source_id, table)
+                decided.append(decision(stage="token_views", action="accept",
+                                        tokens_out=int(pc.sum(table.column("n_tokens")).as_py()), **about))
             if parts:
                 w.write("views", pa.concat_tables(parts))
-            if rejected:
-                w.write("rejected", rejected)
+            w.write(DECISIONS_TABLE, decided)
             done += len(chunk)
             if progress is not None:
                 progress(done, total, sum(s["tokens"] for s in stats.splits.values()))
