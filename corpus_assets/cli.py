@@ -98,7 +98,7 @@ def _cmd_cache(args) -> int:
         print(f"CORPUS_HOME is a local directory ({store.home}): there is no cache to prune")
         return 0
     removed = store.prune_cache()
-    revoked = prune_revoked(store.remote, store.home / "releases")
+    revoked = prune_revoked(store.remote, store.root.releases)
     for path in removed:
         print(f"removed {path}")
     for build in revoked:
@@ -118,9 +118,9 @@ def _release_dir(target: str):
     """A release directory: a path, ``NAME`` (its CURRENT version) or ``NAME@BUILD_ID``."""
     from pathlib import Path
 
-    from corpus_assets.domain.release.publish import current_release
+    from corpus_assets.domain.core.data_root import DataRoot
     from corpus_assets.domain.core.settings import corpus_home
-
+    from corpus_assets.domain.release.publish import current_release
     from corpus_assets.domain.storage.object_store import store_from_env
     from corpus_assets.domain.release.mirror import pull_release, remote_current
 
@@ -128,7 +128,7 @@ def _release_dir(target: str):
     if p.is_dir() and (p / "manifest.json").exists():
         return p
     name, _, build = target.partition("@")
-    root = corpus_home() / "releases"
+    root = DataRoot(corpus_home()).releases
     remote = store_from_env()
     if remote is not None:  # the object store is the authority: its pointer, its sealed copy
         build = build or remote_current(remote, name) or ""

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 
 import dagster as dg
 
+from corpus_assets.domain.core.data_root import DataRoot
 from corpus_assets.domain.layers.registry import CANONICAL_RECORDS, CURATED_RECORDS, RAW_SNAPSHOT
 from corpus_assets.domain.demo.inputs import write_demo_inputs
 from corpus_assets.domain.core.keys import snapshot_key
@@ -77,8 +78,8 @@ def _build(defs, instance, sources, port, echo):
 
 def run_demo(port: int | None = None, echo=print) -> dict:
     home, dagster_home = ensure_homes()
-    inputs = write_demo_inputs(home / "demo_inputs")
-    echo(f"demo inputs: {len(inputs)} files under {home / 'demo_inputs'}")
+    inputs = write_demo_inputs(DataRoot(home).demo_inputs)
+    echo(f"demo inputs: {len(inputs)} files under {DataRoot(home).demo_inputs}")
     if port is None:
         port = int(os.environ.get("CORPUS_PYDOC_PORT", DEFAULT_PYDOC_PORT))
         if not port_is_free(port):
@@ -146,7 +147,7 @@ def run_demo(port: int | None = None, echo=print) -> dict:
              f"{r['quarantined']:>8} {r['deleted']:>7} {tokens:>10}")
     from corpus_assets.domain.release.publish import current_release
 
-    published = current_release(home / "releases", "demo")
+    published = current_release(DataRoot(home).releases, "demo")
     if published is not None:
         echo(f"release demo published: {published}  (check it: corpus verify demo)")
     echo("")
@@ -165,7 +166,7 @@ def run_demo(port: int | None = None, echo=print) -> dict:
     echo(f"  token views:       {store.layers_root / 'token_views' / 'demo'}")
     echo(f"  mixture plan:      {store.layers_root / 'mixture_plan' / 'demo'}")
     echo(f"  packed shards:     {home / pk['shard_set']}  (Megatron .bin/.idx + sidecars + spans)")
-    echo(f"  releases:          {home / 'releases'}  (manifest.json, data_card.md, shards/)")
+    echo(f"  releases:          {DataRoot(home).releases}  (manifest.json, data_card.md, shards/)")
     echo(f"  SQL reports:       {store.layers_root}/<model>/_all/  (one per dbt_like_sql/*.sql)")
     echo(f"  catalog:           {catalog_path()}")
     echo(f"Dagster home:        {dagster_home}")

@@ -27,6 +27,7 @@ import json
 import dagster as dg
 from pydantic import Field
 
+from corpus_assets.domain.core.data_root import DataRoot
 from corpus_assets.domain.storage.catalog import Catalog
 from corpus_assets.domain.deletion.requests import load_drop_folder, pending, set_status
 from corpus_assets.domain.storage.layer_store import LayerStore
@@ -46,7 +47,7 @@ MODEL_NOTE = ("Deleting data from storage does not remove what a model already l
 
 
 def drop_folder():
-    return corpus_home() / "deletion_requests"
+    return DataRoot(corpus_home()).deletion_requests
 
 
 def _catalog() -> Catalog:
@@ -187,7 +188,7 @@ def deletion_requests_sensor(context: dg.SensorEvaluationContext):
                 if old != successor:
                     revoke(cat, release, old, successor_build_id=successor, request_ids=[rid],
                            affected_runs=detail.get("affected_runs", []), note=MODEL_NOTE)
-                    gone = withdraw_revoked(store, corpus_home() / "releases", release, old,
+                    gone = withdraw_revoked(store, store.root.releases, release, old,
                                             successor=successor, request_ids=[rid])
                     context.log.info(f"{rid}: release {release} build {old[:16]} revoked -> {str(successor)[:16]}; {gone}")
         detail["applied"] = True

@@ -4,6 +4,7 @@ from importlib.metadata import PackageNotFoundError, version as dist_version
 
 import dagster as dg
 
+from corpus_assets.domain.core.data_root import DataRoot
 from corpus_assets.domain.release.publish import ReleaseConflictError, ReleaseVerificationError, verify_release
 from corpus_assets.domain.release.build import build_release
 from corpus_assets.domain.deletion.purge import scan_for_tombstoned
@@ -72,7 +73,7 @@ def release_manifest_asset(
     try:
         built = build_release(
             store, name, release_spec=spec.as_written(), sources_governance=governance,
-            releases_root=store.home / "releases", package_version=package_version(),
+            releases_root=store.root.releases, package_version=package_version(),
             tombstone_generation=tombs.generation, tombstone_requests=list(tombs.request_ids), tombstone_count=len(tombs),
             log=context.log.info,
         )
@@ -108,7 +109,7 @@ def release_manifest_asset(
             "four_denominators": dg.MetadataValue.md(markdown_table(
                 ["source", "source records", "sampled records", "materialized tokens", "effective label tokens"], per_source)),
             "data_card": dg.MetadataValue.path(str(r.path / "data_card.md")),
-            **({"object_store": dg.MetadataValue.url(store.remote.uri(f"releases/{name}/{r.build_id}")),
+            **({"object_store": dg.MetadataValue.url(store.remote.uri(DataRoot.release_key(name, r.build_id))),
                 "object_store_upload": built.mirror} if store.remote is not None else {}),
         },
     )
@@ -145,7 +146,7 @@ def _earlier_tombstone_counts(store, cat, release: str, build_id: str) -> dict:
         m = store.home / row["path"] / "manifest.json"
         raw = m.read_bytes() if m.is_file() else None
         if raw is None and store.remote is not None:
-            raw = store.remote.read_bytes(f"releases/{release}/{row['build_id']}/manifest.json")
+            raw = store.remote.read_bytes(f"{DataRoot.release_key(release, row['build_id'])}/manifest.json")
         if raw is not None:
             out[row["build_id"][:16]] = json.loads(raw).get("tombstones", {}).get("count", 0)
     return out

@@ -37,6 +37,7 @@ from typing import Any, Callable, Optional
 
 from pydantic import ValidationError
 
+from corpus_assets.domain.core.errors import CorpusError
 from corpus_assets.domain.core.hashing import canonical_json, dedup_normal_form, sha256_text
 from corpus_assets.domain.canonical.normalize import normalize_text
 from corpus_assets.domain.core.reasons import Reason
@@ -76,7 +77,7 @@ LEAK_EQUAL_MIN_CHARS = 4
 LEAK_CHECK_MIN_CHARS = 16
 
 
-class AdapterError(ValueError):
+class AdapterError(CorpusError, ValueError):
     """A row the adapter cannot map. ``detail`` is short and safe: field names and positions, never content."""
 
     def __init__(self, reason: Reason, detail: str):

@@ -36,6 +36,7 @@ from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.encoding import bytes_to_str, detect_encoding
 from resiliparse.parse.html import HTMLTree
 
+from corpus_assets.domain.core.errors import CorpusError
 from corpus_assets.domain.ingest.raw_items import split_content_type
 
 __all__ = [
@@ -57,11 +58,11 @@ SNIFF_BYTES = 8192
 MAX_CONTROL_SHARE = 0.10
 
 
-class ExtractionError(ValueError):
+class ExtractionError(CorpusError, ValueError):
     """The document could not be turned into text (reason EXTRACTION_FAILED). Messages hold no content."""
 
 
-class TextDecodeError(ValueError):
+class TextDecodeError(CorpusError, ValueError):
     """Bytes that are not valid text in the declared (or default UTF-8) encoding (reason INVALID_UTF8)."""
 
 

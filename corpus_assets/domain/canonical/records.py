@@ -346,7 +346,7 @@ def langid_view(payload) -> str:
 
 
 def record_digest_input(record: Record) -> dict:
-    """The content fields the record digest covers (see module docstring)."""
+    """The content fields the record digest covers (see docs/canonical.md#records)."""
     return {
         "record_id": record.record_id,
         "source_id": record.source_id,

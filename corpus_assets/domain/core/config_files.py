@@ -15,6 +15,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from corpus_assets.domain.core.errors import CorpusError
+
 _ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 # discriminator tags pydantic puts into union error locations; they are not field names
 _UNION_TAGS = {"http_crawl", "local_dir", "jsonl", "parquet", "warc"}
@@ -31,7 +33,7 @@ class ConfigProblem:
     message: str
 
 
-class ConfigError(ValueError):
+class ConfigError(CorpusError, ValueError):
     """A configuration file that does not validate; the message names the file and field.
 
     ``origin`` is the file (or file and section) the error is about and ``problems`` the

@@ -11,17 +11,19 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 
+from corpus_assets.domain.core.errors import CorpusError
+
 MAX_ID_LENGTH = 64
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 _SNAPSHOT_TIME_FORMAT = "%Y%m%dT%H%M%S"
 _SNAPSHOT_RE = re.compile(r"^(?P<source>[a-z0-9][a-z0-9_-]{0,63})\.(?P<ts>\d{8}T\d{6})$")
 
 
-class InvalidKeyError(ValueError):
+class InvalidKeyError(CorpusError, ValueError):
     """An identifier that would be unsafe or ambiguous as a path component."""
 
 
-class PathEscapeError(ValueError):
+class PathEscapeError(CorpusError, ValueError):
     """A path that resolves outside the root it is confined to."""
 
 

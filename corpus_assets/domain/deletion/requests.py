@@ -18,10 +18,11 @@ from typing import Any, Iterable, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from corpus_assets.domain.core.errors import CorpusError
 from corpus_assets.domain.storage.catalog import Catalog
 from corpus_assets.domain.core.hashing import canonical_json, sha256_bytes, sha256_text
 from corpus_assets.domain.core.keys import InvalidKeyError, validate_source_id
-from corpus_assets.domain.storage.layer_store import atomic_write_text
+from corpus_assets.domain.core.atomic_files import atomic_write_text
 from corpus_assets.domain.canonical.normalize import normalize_text
 
 __all__ = [
@@ -55,7 +56,7 @@ _TARGET_FIELD = {"record": "record_id", "uri": "uri", "source": "source_id", "co
 _TARGET_FIELDS = ("record_id", "uri", "source_id", "content_sha256", "content_text")
 
 
-class DeletionRequestError(ValueError):
+class DeletionRequestError(CorpusError, ValueError):
     """A request that cannot be filed; the message names the field(s) at fault, never their values."""
 
 

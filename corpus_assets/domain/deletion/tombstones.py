@@ -458,7 +458,7 @@ def write_tombstones(catalog: Catalog, request_id: str, resolution: Resolution, 
 
 @dataclass
 class TombstoneSet:
-    """Fast membership over every tombstone written (see module docstring for what counts)."""
+    """Fast membership over every tombstone written (see docs/deletion.md for what counts)."""
 
     generation: int = 0
     record_ids: dict[str, str] = field(default_factory=dict)

@@ -75,6 +75,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
+from corpus_assets.domain.core.errors import CorpusError
 from corpus_assets.domain.core.hashing import canonical_digest, canonical_json
 
 __all__ = [
@@ -97,7 +98,7 @@ MIXTURE_CODE_VERSION = "1"
 _SUM_TOLERANCE = 1e-9
 
 
-class MixtureError(ValueError):
+class MixtureError(CorpusError, ValueError):
     """A mixture spec does not fit its inputs (unknown or empty source, q > 0 with p = 0, ...)."""
 
 
@@ -165,7 +166,7 @@ class Phase(BaseModel):
 
 
 class MixtureSpec(BaseModel):
-    """The mixture section of a release spec (see the module docstring for the semantics)."""
+    """The mixture section of a release spec (see docs/packing.md#mixture-plan for the semantics)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     unit: Literal["documents", "tokens"]
@@ -592,7 +593,7 @@ class MixturePlan:
 
 
 def build_plan(spec: MixtureSpec, sources: Mapping[str, SourceUnits]) -> MixturePlan:
-    """Draw the plan (see the module docstring). Deterministic in (spec, sources)."""
+    """Draw the plan (see docs/packing.md#mixture-plan). Deterministic in (spec, sources)."""
     shares = target_shares(spec, sources)
     names = sorted(sources)
     srcs = [sources[n] for n in names]

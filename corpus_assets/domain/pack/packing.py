@@ -411,7 +411,7 @@ def _exclusive_cumsum(a: np.ndarray) -> np.ndarray:
 # --- placement ----------------------------------------------------------------------------------
 
 
-def _place_sequential(lens: list[int], T: int, fills: list[int], one_per_block: bool):
+def _place_in_order(lens: list[int], T: int, fills: list[int], one_per_block: bool):
     """in_order (Algorithm 18.2) / one_per_block. ``fills``: open rows (at most one) and their fill."""
     n = len(lens)
     row_of = np.empty(n, np.int64)
@@ -561,7 +561,7 @@ def _as_str_array(values, n: int, name: str) -> pa.Array:
 
 class Packer:
     """Incremental packer: ``add``/``add_arrays`` return the blocks sealed so far, ``finish`` the rest
-    (tail rule applied). Between calls it holds only its open blocks (see module docstring)."""
+    (tail rule applied). Between calls it holds only its open blocks (see docs/packing.md#packing)."""
 
     def __init__(self, policy: PackingPolicy, *, bos_id: Optional[int] = None, chunk_tokens: int = 1 << 20):
         if policy.boundary == "bos":
@@ -784,7 +784,7 @@ class Packer:
             if pol.fit == "best_fit":
                 row_of, u_of, sealed_l, open_l, fill_l = _place_best_fit(lens, T, self._c_fill, pol.open_blocks)
             else:
-                row_of, u_of, sealed_l, open_l, fill_l = _place_sequential(
+                row_of, u_of, sealed_l, open_l, fill_l = _place_in_order(
                     lens.tolist(), T, self._c_fill, pol.fit == "one_per_block"
                 )
             W = len(fill_l)

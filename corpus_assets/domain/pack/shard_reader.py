@@ -174,7 +174,7 @@ class _ShardFiles:
 
 
 class ShardStreamReader:
-    """Iterator of ``Batch``\\ es; see the module docstring for the order, the state and the checks."""
+    """Iterator of ``Batch``\\ es; see docs/packing.md#shard-reader for the order, the state and the checks."""
 
     def __init__(
         self,
@@ -382,7 +382,7 @@ class ShardStreamReader:
         return {k: getattr(self, k) for k in _CONFIG_KEYS}
 
     def state_dict(self) -> dict:
-        """JSON-serializable state; see the module docstring."""
+        """JSON-serializable state; see docs/packing.md#shard-reader."""
         return {
             "version": READER_STATE_VERSION,
             "config": self._config(),

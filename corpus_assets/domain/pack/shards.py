@@ -74,7 +74,6 @@ import hashlib
 import json
 import os
 import struct
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Callable, Mapping, Optional, Sequence, Union
@@ -84,8 +83,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from corpus_assets.domain.core.errors import CorpusError
 from corpus_assets.domain.core.hashing import sha256_file as file_sha256
-from corpus_assets.domain.storage.layer_store import fsync_dir as _fsync_dir
+from corpus_assets.domain.core.atomic_files import atomic_write, fsync_dir
 
 __all__ = [
     "SHARD_FORMAT",
@@ -134,7 +134,7 @@ _FILE_MODE = 0o644
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-class ShardIntegrityError(RuntimeError):
+class ShardIntegrityError(CorpusError, RuntimeError):
     """A shard file is missing, has the wrong size or digest, or its index disagrees with its metadata."""
 
 
@@ -226,22 +226,6 @@ def _label_columns_present(spans: pa.Table, label_columns: Sequence[str]) -> lis
 # --- atomic, hashed writes ----------------------------------------------------------------------
 
 
-def _atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
-    """Run ``write(f)`` on a temporary file next to ``path``, fsync, chmod 0644, ``os.replace``."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, _FILE_MODE)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
 
 
 class _HashingWriter:
@@ -266,7 +250,7 @@ def _write_bytes_file(path: Path, chunks: Callable[[], Any]) -> dict:
             hw.write(c)
         info.update(path=path.name, bytes=hw.n, sha256=hw.h.hexdigest())
 
-    _atomic_write(path, write)
+    atomic_write(path, write, mode=_FILE_MODE)
     return info
 
 
@@ -279,13 +263,13 @@ def _write_parquet(path: Path, table: pa.Table) -> dict:
     def write(f: IO[bytes]) -> None:
         pq.write_table(table, f, compression="zstd", compression_level=3, write_statistics=True)
 
-    _atomic_write(path, write)
+    atomic_write(path, write, mode=_FILE_MODE)
     return {"path": path.name, "bytes": path.stat().st_size, "sha256": file_sha256(path)}
 
 
 def _write_json(path: Path, obj: Any) -> None:
     data = (json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-    _atomic_write(path, lambda f: f.write(data))
+    atomic_write(path, lambda f: f.write(data), mode=_FILE_MODE)
 
 
 # --- Megatron index -----------------------------------------------------------------------------
@@ -490,7 +474,7 @@ def write_shards(
                 first_block=first_block,
             )
         )
-    _fsync_dir(out)
+    fsync_dir(out)
     return metas
 
 

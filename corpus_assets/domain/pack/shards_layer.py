@@ -236,7 +236,7 @@ def build_packed_shards(
     mix_key = mixture_plan.manifest.get("build_spec", {}).get("spec", {}).get("key", "source")
 
     home = store.home
-    set_parent = home / "shards" / release
+    set_parent = store.root.shard_sets(release)
     set_parent.mkdir(parents=True, exist_ok=True)
     for stale in set_parent.glob(".tmp-*"):
         shutil.rmtree(stale, ignore_errors=True)

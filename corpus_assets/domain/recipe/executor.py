@@ -67,6 +67,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from corpus_assets.domain.core.atomic_files import atomic_write, atomic_write_text
 from corpus_assets.domain.recipe.config import DataJobConfig
 from corpus_assets.domain.recipe.identity import identity_changes, identity_digest, job_identity
 from corpus_assets.domain.recipe.plugins import create_recipe, is_ranked, is_sharded, load_callable
@@ -122,14 +123,7 @@ def _now() -> str:
 
 
 def _write_json_atomic(path: Path, obj: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(obj, f, sort_keys=True, indent=2, ensure_ascii=False)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(obj, sort_keys=True, indent=2, ensure_ascii=False) + "\n", mode=0o600)
 
 
 def _load_exclusions(paths: list[Path]) -> set[str]:
@@ -510,12 +504,11 @@ class _Job:
         path = self.work / f"batch-{b}-public.jsonl"
         if path.exists():
             return
-        tmp = path.with_name(f".{path.name}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        def write(f) -> None:
             for rec in self.store.batch_records(b):
-                f.write(dumps(public_row(rec)) + "\n")
-        os.replace(tmp, path)
+                f.write((dumps(public_row(rec)) + "\n").encode("utf-8"))
+
+        atomic_write(path, write, mode=0o600)
 
     # ---------------------------------------------------------------------------- calibration
 

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Protocol, Sequence, runtime_checkable
 
+from corpus_assets.domain.core.errors import CorpusError
+
 __all__ = [
     "PURPOSES",
     "Attempt",
@@ -69,7 +71,7 @@ class InsufficientDataError(Exception):
     """Raised by ``select()`` / ``finalize_selection()`` to ask the executor for another batch."""
 
 
-class RecipeError(ValueError):
+class RecipeError(CorpusError, ValueError):
     """A recipe, calibrator or job violated the protocol; the job fails."""
 
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional
 
 from corpus_assets.domain.core.hashing import canonical_digest
-from corpus_assets.domain.storage.layer_store import fsync_dir as _fsync_dir
+from corpus_assets.domain.core.atomic_files import fsync_dir
 from corpus_assets.domain.recipe.protocol import DataSample, PublicTask, RecipeError
 from corpus_assets.domain.recipe.samples import dumps
 
@@ -126,9 +126,9 @@ def write_snapshot(
     w = _Writer(tmp / MANIFEST)
     w.write_line(json.dumps(full, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False))
     w.close()
-    _fsync_dir(tmp)
+    fsync_dir(tmp)
     os.rename(tmp, dest)
-    _fsync_dir(dest.parent)
+    fsync_dir(dest.parent)
     return load_snapshot(dest)
 
 

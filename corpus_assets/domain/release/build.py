@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from corpus_assets.domain.core.data_root import DataRoot
 from corpus_assets.domain.core.faults import pause_point
 from corpus_assets.domain.storage.layer_store import LayerStore
 from corpus_assets.domain.release.publish import PublishResult, build_id as compute_build_id, publish_release
@@ -212,8 +213,8 @@ def withdraw_revoked(store: LayerStore, releases_root: Path, release: str, build
             out["layer_versions_dropped"] += len(store.drop_versions(la.asset, release))
     cur = store.current_manifest(PACKED_SHARDS, release)
     keep = {Path(cur.get("report", {}).get("shard_set", "")).name} if cur is not None else set()
-    for name in store.trees(f"shards/{release}"):
+    for name in store.trees(DataRoot.shard_sets_key(release)):
         if name not in keep:
-            store.drop_tree(f"shards/{release}/{name}")
+            store.drop_tree(f"{DataRoot.shard_sets_key(release)}/{name}")
             out["shard_sets_removed"] += 1
     return out

@@ -430,7 +430,7 @@ def render_data_card(manifest: ReleaseManifest, *, known_limits: list[str], repo
         "## Consumption",
         "",
         "Training runs that consume this version are recorded in the release registry "
-        "(`release_registry.consumers`), the live source of truth"
+        "(`corpus_assets.domain.release.registry.consumers`), the live source of truth"
         + (f"; known at publish time: {', '.join(m.consumed_by_runs)}." if m.consumed_by_runs else "."),
         "",
     ]

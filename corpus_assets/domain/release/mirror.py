@@ -34,6 +34,7 @@ import uuid
 from pathlib import Path
 from typing import Callable, Mapping, Optional
 
+from corpus_assets.domain.core.data_root import DataRoot
 from corpus_assets.domain.core.faults import pause_point
 from corpus_assets.domain.core.keys import validate_release_name
 from corpus_assets.domain.storage.object_store import ObjectStore
@@ -55,7 +56,7 @@ REVOKED_NAME = "REVOKED.json"
 
 def _base(release: str, bid: str = "") -> str:
     validate_release_name(release)
-    return f"releases/{release}/{validate_build_id(bid)}" if bid else f"releases/{release}"
+    return DataRoot.release_key(release, validate_build_id(bid) if bid else None)
 
 
 def sealed_digest(remote: ObjectStore, release: str, bid: str) -> Optional[str]:

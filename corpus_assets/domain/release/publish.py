@@ -83,11 +83,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Literal, Mapping, Optional, Union
 
+from corpus_assets.domain.core.errors import CorpusError
 from corpus_assets.domain.storage.dir_locks import STALE_AFTER_SECONDS, new_staging_dir, remove_abandoned
 from corpus_assets.domain.storage.dir_locks import unlock as _unlock
 from corpus_assets.domain.core.hashing import canonical_digest, canonical_json
 from corpus_assets.domain.core.keys import PathEscapeError, confine, validate_release_name
-from corpus_assets.domain.storage.layer_store import _fsync_dir, atomic_write_text
+from corpus_assets.domain.core.atomic_files import atomic_write_text, fsync_dir
 
 
 __all__ = [
@@ -125,7 +126,7 @@ _CHUNK = 1 << 20
 Artifact = dict  # {"path": str (relative, posix), "sha256": str, "bytes": int}
 
 
-class PublishError(RuntimeError):
+class PublishError(CorpusError, RuntimeError):
     """Publishing refused: bad input from ``stage`` / ``make_manifest``, or an unusable release root."""
 
 
@@ -140,7 +141,7 @@ class ReleaseConflictError(PublishError):
         self.diagnostics = diagnostics
 
 
-class ReleaseVerificationError(RuntimeError):
+class ReleaseVerificationError(CorpusError, RuntimeError):
     """A release directory does not match its manifest (or its signature); the message names the file."""
 
 
@@ -281,7 +282,7 @@ def _remove_stale(release_dir: Path) -> list[str]:
 
 def _fsync_tree(root: Path) -> None:
     for dirpath, _dirnames, _files in os.walk(root, topdown=False):
-        _fsync_dir(Path(dirpath))
+        fsync_dir(Path(dirpath))
 
 
 # --- pointer --------------------------------------------------------------------------------------
@@ -600,7 +601,7 @@ def publish_release(
                 _compare_with_published(release_dir, target, tmp, bid, entries, digest)
                 reused = True
             else:
-                _fsync_dir(release_dir)
+                fsync_dir(release_dir)
         if reused:
             shutil.rmtree(tmp, ignore_errors=True)
         updated = _set_current(release_dir, bid)

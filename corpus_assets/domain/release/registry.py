@@ -37,6 +37,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
+from corpus_assets.domain.core.errors import CorpusError
 from corpus_assets.domain.storage.catalog import Catalog
 from corpus_assets.domain.core.keys import validate_release_name
 
@@ -74,7 +75,7 @@ _REGISTRY_COLS = [
 _CONSUMPTION_COLS = ["run_id", "release", "build_id", "consumer", "consumed_at", "note"]
 
 
-class RegistryError(ValueError):
+class RegistryError(CorpusError, ValueError):
     """A registry operation refused (the message names release and build id)."""
 
 

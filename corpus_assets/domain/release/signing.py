@@ -38,6 +38,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from corpus_assets.domain.core.errors import CorpusError
 from corpus_assets.domain.core.hashing import canonical_json
 
 __all__ = [
@@ -62,11 +63,11 @@ SIGNATURE_FORMAT = "corpus-release-sig/1"
 _ALGORITHM = "ed25519"
 
 
-class SigningKeyError(ValueError):
+class SigningKeyError(CorpusError, ValueError):
     """A key cannot be loaded, or sits where it cannot be trusted."""
 
 
-class SignatureError(ValueError):
+class SignatureError(CorpusError, ValueError):
     """A manifest signature is malformed, made by another key, or does not match the manifest."""
 
 

@@ -100,7 +100,7 @@ class SnapshotSelection(BaseModel):
 
 
 class ReleaseSpec(BaseModel):
-    """A release spec with every section typed (see the module docstring)."""
+    """A release spec with every section typed (see docs/releases.md#release-specs)."""
 
     model_config = ConfigDict(extra="forbid")
     name: str

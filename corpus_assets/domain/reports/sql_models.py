@@ -37,6 +37,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from corpus_assets.domain.core.errors import CorpusError
 from corpus_assets.domain.layers import registry
 from corpus_assets.domain.layers.decisions import DECISIONS_TABLE
 from corpus_assets.domain.storage.catalog import Catalog
@@ -72,7 +73,7 @@ CATALOG_VIEWS: dict[str, str] = {
 }
 
 
-class SqlModelError(ValueError):
+class SqlModelError(CorpusError, ValueError):
     """A model that cannot be parsed, resolved or executed; the message starts with file:line."""
 
 

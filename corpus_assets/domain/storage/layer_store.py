@@ -35,7 +35,6 @@ import json
 import os
 import shutil
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Optional
@@ -49,6 +48,9 @@ try:  # POSIX advisory locks; without them (Windows) the compare is not atomic
 except ImportError:  # pragma: no cover - not on the platforms CI runs
     fcntl = None  # type: ignore[assignment]
 
+from corpus_assets.domain.core.errors import CorpusError
+from corpus_assets.domain.core.data_root import DataRoot
+from corpus_assets.domain.core.atomic_files import atomic_write_text, fsync_dir
 from corpus_assets.domain.storage.dir_locks import new_staging_dir, remove_abandoned, unlock
 from corpus_assets.domain.core.faults import pause_point
 from corpus_assets.domain.core.hashing import canonical_json, sha256_file
@@ -65,11 +67,11 @@ _PRIVATE_DIR_MODE = 0o700
 _PRIVATE_FILE_MODE = 0o600
 
 
-class LayerIntegrityError(RuntimeError):
+class LayerIntegrityError(CorpusError, RuntimeError):
     """A stored version does not match its manifest (missing, extra or altered files)."""
 
 
-class ConcurrentUpdateError(RuntimeError):
+class ConcurrentUpdateError(CorpusError, RuntimeError):
     """Another writer moved the partition's CURRENT while this version was being built (a purge,
     or another run of the same partition): publishing ours would silently undo theirs."""
 
@@ -91,24 +93,6 @@ def _check_component(kind: str, value: str) -> str:
     return value
 
 
-def fsync_dir(path: Path) -> None:
-    """fsync a directory so a rename or new entry in it survives a crash (best effort: some
-    filesystems refuse to open or sync directories)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-_fsync_dir = fsync_dir
-
-
 @contextlib.contextmanager
 def _locked(path: Path):
     """An exclusive ``flock`` on ``path`` (created if needed) for a read-compare-replace."""
@@ -120,19 +104,6 @@ def _locked(path: Path):
         yield
     finally:
         os.close(fd)  # closing drops the lock
-
-
-def atomic_write_text(path: Path, text: str, mode: Optional[int] = None) -> None:
-    """Write a small file so that readers see either the old or the new content, never a mix."""
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    if mode is not None:
-        os.chmod(tmp, mode)
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
 
 
 def _row_sizes(batch: pa.RecordBatch) -> list[int]:
@@ -377,9 +348,9 @@ class VersionWriter:
             # Same content already stored (a rebuild of identical inputs): keep the existing copy.
             shutil.rmtree(self._tmp, ignore_errors=True)
         else:
-            _fsync_dir(self._tmp)
+            fsync_dir(self._tmp)
             os.rename(self._tmp, final)
-            _fsync_dir(self._partition_dir)
+            fsync_dir(self._partition_dir)
         unlock(self._lock_fd)
         self._done = True
         self.store.set_current(self.asset, self.partition, version, expected=self._expected)
@@ -420,7 +391,8 @@ class LayerStore:
         groups_per_file: int = 16,
     ) -> None:
         self.home = Path(home)
-        self.layers_root = self.home / "layers"
+        self.root = DataRoot(self.home)
+        self.layers_root = self.root.layers
         self.remote = remote
         self.rows_per_group = rows_per_group
         self.bytes_per_group = bytes_per_group
@@ -494,7 +466,7 @@ class LayerStore:
             for vdir in sorted(self.layers_root.glob("*/*/*")):
                 if vdir.is_dir() and not vdir.name.startswith(".") and not vdir.parent.name.startswith("."):
                     candidates.append((vdir, f"{vdir.relative_to(self.home).as_posix()}/{MANIFEST}"))
-        shard_root = self.home / "shards"
+        shard_root = self.root.shards
         if shard_root.is_dir():
             for sdir in sorted(shard_root.glob("*/*")):
                 if sdir.is_dir() and not sdir.name.startswith("."):

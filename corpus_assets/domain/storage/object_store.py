@@ -29,13 +29,14 @@ import uuid
 from pathlib import Path
 from typing import Mapping, Optional
 
+from corpus_assets.domain.core.errors import CorpusError
 from corpus_assets.domain.core.hashing import sha256_file
 from corpus_assets.domain.core.settings import data_url, is_url
 
 TREE_SEAL = "_tree.json"
 
 
-class ObjectStoreError(RuntimeError):
+class ObjectStoreError(CorpusError, RuntimeError):
     """The object store refused or failed an operation; the message names the URL."""
 
 

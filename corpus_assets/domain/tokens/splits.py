@@ -39,13 +39,14 @@ from typing import Literal, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
+from corpus_assets.domain.core.errors import CorpusError
 from corpus_assets.domain.core.hashing import canonical_digest
 
 SPLITS_CODE_VERSION = "1"
 _SUM_TOLERANCE = 1e-9
 
 
-class SplitConflictError(ValueError):
+class SplitConflictError(CorpusError, ValueError):
     """Raised under ``conflict_policy: require_new_eval_version`` when a group straddles splits."""
 
     def __init__(self, conflicts: Sequence["Conflict"]):

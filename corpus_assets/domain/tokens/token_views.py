@@ -65,6 +65,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 from tokenizers import Tokenizer
 
+from corpus_assets.domain.core.errors import CorpusError
 from corpus_assets.domain.canonical.records import Message, Record, record_digest
 from corpus_assets.domain.tokens.tokenizer import FrozenTokenizer, gpt2_bytes_to_unicode
 
@@ -97,7 +98,7 @@ REASON_TOO_LONG = "token_views.too_long"
 # --- chat templates -----------------------------------------------------------------------------
 
 
-class ChatTemplateError(ValueError):
+class ChatTemplateError(CorpusError, ValueError):
     """A record cannot be rendered with the chat template (e.g. a role the template does not know)."""
 
 
@@ -203,7 +204,7 @@ def _message_segments(
 
 
 def render(record: Record, policy: TokenViewPolicy = TokenViewPolicy()) -> list[Segment]:
-    """Segments of a record under ``policy`` (see module docstring). Preference records return the
+    """Segments of a record under ``policy`` (see docs/tokens.md#token-views). Preference records return the
     prompt segments followed by the ``chosen`` and then the ``rejected`` segments; every other kind
     returns the segments of its single view in order."""
     tpl = CHAT_TEMPLATES[policy.chat_template]

@@ -25,11 +25,13 @@ from typing import Iterable, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
+from corpus_assets.domain.core.errors import CorpusError
+
 DIGEST_FORMAT = "corpus-tokenizer/1"
 N_BYTES = 256
 
 
-class TokenizerLoadError(ValueError):
+class TokenizerLoadError(CorpusError, ValueError):
     """A tokenizer could not be loaded; names the path and the reason."""
 
     def __init__(self, path: Path | str, reason: str):

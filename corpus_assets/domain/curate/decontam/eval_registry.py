@@ -40,13 +40,13 @@ from __future__ import annotations
 import gzip
 import io
 import json
-import os
-import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
+from corpus_assets.domain.core.errors import CorpusError
+from corpus_assets.domain.core.atomic_files import atomic_write_bytes
 from corpus_assets.domain.core.hashing import canonical_json, sha256_bytes
 
 __all__ = [
@@ -69,11 +69,11 @@ _FORMAT_META_KEY = b"corpus.eval_registry.format"
 _MAX_NAME_LEN = 256
 
 
-class BenchmarkFormatError(ValueError):
+class BenchmarkFormatError(CorpusError, ValueError):
     """A benchmark file (or a registry built from several) is malformed; the message says where."""
 
 
-class RegistryIntegrityError(ValueError):
+class RegistryIntegrityError(CorpusError, ValueError):
     """A registry file's content does not match the digest it records."""
 
 
@@ -238,7 +238,7 @@ def load_benchmark_jsonl(
     benchmark: Optional[str] = None,
     fields: Sequence[str] = DEFAULT_FIELDS,
 ) -> list[EvalItem]:
-    """The protected items of one benchmark JSONL file, in file order (see the module docstring)."""
+    """The protected items of one benchmark JSONL file, in file order (see docs/curation.md#the-eval-registry)."""
     return [item for item, _ in _load_located(Path(path), benchmark, fields)]
 
 
@@ -259,22 +259,6 @@ def build_registry(files: Sequence[Path | str], fields: Sequence[str] = DEFAULT_
 # registry files
 
 
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
 
 
 def _is_parquet(path: Path) -> bool:
@@ -296,12 +280,14 @@ def write_registry(registry: EvalRegistry, path: Path | str) -> Path:
         table = pa.Table.from_arrays([pa.array(list(c), pa.string()) for c in cols], schema=schema)
         buf = io.BytesIO()
         pq.write_table(table, buf, compression="zstd")
-        _atomic_write_bytes(path, buf.getvalue())
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, buf.getvalue(), mode=0o600)
     else:
         header = {"format": REGISTRY_FORMAT, "digest": registry.digest, "items": len(registry.items)}
         lines = [json.dumps(header, sort_keys=True, ensure_ascii=False)]
         lines += [json.dumps(it.as_dict(), sort_keys=True, ensure_ascii=False) for it in registry.items]
-        _atomic_write_bytes(path, ("\n".join(lines) + "\n").encode("utf-8"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, ("\n".join(lines) + "\n").encode("utf-8"), mode=0o600)
     return path
 
 

@@ -819,7 +819,7 @@ def _positive_int(name: str, value: Any, minimum: int) -> int:
 
 
 class TirRecipe:
-    """The TIR math recipe; see the module docstring for its rules."""
+    """The TIR math recipe; see docs/recipes.md#tir-example for its rules."""
 
     def __init__(
         self,
