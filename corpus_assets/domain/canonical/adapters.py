@@ -1,31 +1,12 @@
 """Row adapters: one declared input format + version -> one canonical schema + version.
 
-A row is one JSON object (a JSONL line, or a Parquet row serialized as canonical JSON). Each
-adapter below states its input format, the canonical schema it produces, the field mapping and
-its failure conditions. Nothing is guessed: a row that does not fit is refused with a reason
-code (``AdapterError``), to be quarantined.
+A row is one JSON object (a JSONL line, or a Parquet row as canonical JSON). Nothing is guessed:
+a row that does not fit is refused with a reason code (``AdapterError``: UNKNOWN_SCHEMA or
+SCHEMA_VIOLATION), to be quarantined. ``record_id = f"{source_id}:{local_id}"``; text fields go
+through ``normalize.normalize_text``, ids and task data are kept as given; ``group_id`` follows one
+rule per schema (document url, conversation, problem family).
 
-Common rules (all adapters)
-- Input version: every adapter reads input version ``"1"``; another declared version is
-  UNKNOWN_SCHEMA for every row.
-- A row holding none of the adapter's required fields is UNKNOWN_SCHEMA (it is some other
-  format). A row missing some required fields, holding unknown fields or holding a field of the
-  wrong JSON type is SCHEMA_VIOLATION. ``null`` counts as absent.
-- ``local_id`` is the row's own ``"id"`` (``"task_id"`` for tasks) when present: a string of
-  1-256 characters without control characters or surrounding whitespace, or an integer.
-  Present but not such a value: SCHEMA_VIOLATION. Absent: the raw item id (``path#L12``).
-  ``record_id = f"{source_id}:{local_id}"``.
-- Text fields are normalized with ``normalize.normalize_text`` (mojibake repair, NFC, LF,
-  controls removed, trailing whitespace stripped); ids, tool-call arguments, task metadata and
-  task references are kept as given.
-- ``group_id`` (the family that must stay on one side of a train / evaluation split):
-  * documents: ``url:<url>`` when the row has one, else ``doc:<record_id>``;
-  * conversations (openai_messages, sharegpt): ``conversation:<record_id>`` — one conversation,
-    all its turns;
-  * alpaca, preference, reasoning, task: ``problem:<sha256>`` of the prompt / problem text under
-    the prose dedup normal form (case and whitespace folded) — a proxy for the problem family, so
-    several answers, pairs or traces for one problem (from any source and any of these schemas)
-    share a group.
+Common rules and ``group_id`` per schema: docs/canonical.md#adapters
 """
 
 from __future__ import annotations

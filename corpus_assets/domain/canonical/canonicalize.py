@@ -1,35 +1,13 @@
 """Raw item -> one canonical outcome (accepted record, or rejected / quarantined with a reason).
 
 ``canonicalize_item`` is total: every raw item gives exactly one ``CanonicalOutcome``, and an
-unexpected exception inside decoding, extraction or an adapter becomes a quarantine
-(EXTRACTION_FAILED for documents, SCHEMA_VIOLATION for rows) naming the exception type — it
-never escapes to crash a snapshot, and the item is never lost.
+unexpected exception inside decoding, extraction or an adapter becomes a quarantine naming the
+exception type, so it never crashes a snapshot and the item is never lost. Checks run in a fixed
+order (capture status, empty / too large before any decoding, then bytes or rows), the first
+failing one deciding the reason. Rows get domain ``"code"`` when their text shows code, so the
+prose dedup key never merges code; a local path never enters a ``group_id`` or the record digest.
 
-Order of checks
-1. capture status: an item that was not captured keeps its capture reason
-   (``reasons.OUTCOME_OF[Reason(item.status)]``), no record.
-2. no / empty content -> EMPTY_DOCUMENT; more than ``policy.max_document_bytes`` -> TOO_LARGE
-   (before any decoding, so an oversized item costs nothing).
-3. byte sources (http_crawl, local_dir, warc): binary bytes (magic numbers, NULs, control
-   bytes; whatever the name) -> BINARY_CONTENT; the content type (or, for a missing /
-   ``application/octet-stream`` type, the file extension) picks HTML extraction or strict text
-   decoding, anything else -> UNSUPPORTED_CONTENT_TYPE; undecodable text -> INVALID_UTF8; DOM
-   deeper than ``policy.max_html_depth`` or a parser failure -> EXTRACTION_FAILED; no text after
-   normalization -> EMPTY_DOCUMENT.
-4. rows (jsonl lines; parquet rows, whose content is canonical JSON): blank -> EMPTY_DOCUMENT;
-   invalid UTF-8 or JSON ``\\uD800``-style lone surrogates -> INVALID_UTF8; not JSON, NaN /
-   Infinity, duplicate keys, nesting too deep -> MALFORMED_JSON; not an object ->
-   NOT_AN_OBJECT; then the source's row adapter (``adapters``).
-
-Domains: documents take ``source.domain``, except text files with a source-code extension
-(``CODE_EXTENSIONS``), which are ``"code"``. Rows (dump sources declare no domain) are
-``"code"`` when their text view shows code — a Markdown fence or a tab/4-space indented line —
-else ``"prose"``: whitespace folding in the prose dedup key must never merge code that differs
-only in indentation.
-
-group_id of documents: ``url:<uri>`` for http(s) URIs, else ``doc:<source_id>:<item_id>`` (a
-local path is machine-specific and must not enter the record digest). ``payload.url`` likewise
-holds only http(s) URIs.
+Order of checks, domains and group ids: docs/canonical.md#canonicalize
 """
 
 from __future__ import annotations

@@ -1,28 +1,13 @@
 """Bytes -> text for documents: decoding, binary sniffing and HTML main-text extraction.
 
-Decoding rules (``decode_bytes``):
+``decode_bytes``: a byte-order mark wins; HTML is decoded the way a browser would (declared
+charset, UTF-8, then resiliparse's detection); everything else strictly, raising
+``TextDecodeError`` (INVALID_UTF8) rather than repairing. ``looks_binary`` catches binary content
+whatever its name. ``extract_html`` parses with resiliparse and checks the DOM depth before text
+extraction (which is quadratic on absurdly deep trees): deeper than ``max_depth`` raises
+``HtmlTooDeepError`` (EXTRACTION_FAILED).
 
-- a byte-order mark wins (UTF-8, UTF-16 LE/BE);
-- HTML (``text/html``, ``application/xhtml+xml``): the declared charset (HTTP header / caller)
-  if it is a known codec, else strict UTF-8 when the bytes are valid UTF-8, else resiliparse's
-  ``detect_encoding`` (``<meta charset>``, then uchardet) + ``bytes_to_str`` (which falls back to
-  UTF-8 / Windows-1252 and replaces what still does not decode) — browsers render such pages,
-  so they are read the way a browser would;
-- everything else (plain text, Markdown, JSON, source code): strict. No declared charset, or a
-  UTF-8 / ASCII one, means strict UTF-8; another declared charset is decoded strictly with that
-  codec. Bytes that do not decode raise ``TextDecodeError`` (reason INVALID_UTF8) — they are
-  never silently repaired.
-
-``looks_binary`` catches images, archives, PDFs and executables even when they are named
-``.html``: known magic numbers, NUL bytes or a high share of control bytes in the first 8 KiB.
-
-``extract_html`` parses with resiliparse (lexbor) and runs ``extract_plain_text``. Parsing is
-linear and copes with any nesting (100k nested ``<div>`` parse in ~20 ms), but the text
-extraction becomes quadratic on absurdly deep trees (10k nested ``<div>`` take ~2 s, 100k
-effectively never finish). So between parsing and extraction the DOM depth is checked —
-cheaply: only when the document has more ``<`` than the limit, and then with one CSS
-child-combinator chain (``* > * > ...``, ``max_depth + 1`` long) evaluated in C — and a tree
-deeper than ``max_depth`` raises ``HtmlTooDeepError`` (reason EXTRACTION_FAILED).
+Decoding rules and the depth check: docs/canonical.md#extraction
 """
 
 from __future__ import annotations

@@ -1,28 +1,12 @@
 """Text normalization of canonical records: one function for prose and code.
 
-``normalize_text`` never folds, collapses or re-indents whitespace, so it is safe for code; the
-prose/code difference lives only in ``hashing.dedup_key``. In this order it:
+``normalize_text`` never folds, collapses or re-indents whitespace, so it is safe for code (the
+prose / code difference lives only in ``hashing.dedup_key``). In order: mojibake repair with
+``ftfy.fix_encoding`` only, NFC, CRLF / CR -> LF, control characters removed (zero-width joiners
+and similar are kept), trailing whitespace of the whole text stripped. The fast path runs ftfy's
+test only around trigger characters and gives exactly ``ftfy.fix_encoding``'s result.
 
-1. repairs mojibake with ``ftfy.fix_encoding`` — encoding repair only (UTF-8 read as
-   Windows-1252/Latin-1 and its relatives, C1 controls read as Windows-1252), *not*
-   ``ftfy.fix_text``: quotes, dashes, ligatures, HTML entities and whitespace are left alone.
-   It runs before the control-character step because C1 controls can be part of mojibake;
-2. applies Unicode NFC (canonical composition only; NFKC would rewrite code and maths);
-3. turns CRLF and lone CR into LF;
-4. removes control characters except ``\\t`` and ``\\n``: C0 controls, DEL and C1 controls
-   that survived step 1, the byte-order mark / zero-width no-break space U+FEFF (anywhere),
-   lone surrogates (they cannot be written as UTF-8) and the noncharacters U+FFFE/U+FFFF.
-   Zero-width joiners and non-joiners (U+200C/U+200D), the zero-width space U+200B and the word
-   joiner U+2060 are *kept*: they carry meaning inside words (Persian, Indic scripts, emoji
-   sequences) and are not controls;
-5. strips trailing whitespace at the end of the whole text only (never per line).
-
-ASCII-only text skips steps 1-2 (they cannot change it). For other text, ftfy's mojibake test
-(``ftfy.badness.is_bad``, a large regular expression) is only run on windows around the
-spots where one of its patterns could match (two of its trigger characters close together, or a
-character that triggers alone); ftfy changes text only when that test
-matches, so the shortcut gives exactly ``ftfy.fix_encoding``'s result, much faster on text
-with few such characters. ``tests`` check the equivalence.
+Each step and why: docs/canonical.md#normalization
 """
 
 from __future__ import annotations

@@ -1,31 +1,12 @@
 """Canonical typed records: a common envelope plus a typed payload chosen by ``kind``.
 
-Envelope (``Record``)
-  ``record_id``      ``<source_id>:<local_id>`` — the logical record (local ids of different
-                     sources may collide, so the source is part of it)
-  ``source_id``, ``snapshot``, ``item_id`` (the raw item it came from)
-  ``schema_type`` / ``schema_version``   the canonical schema (``payload.kind`` + its version)
-  ``adapter`` / ``adapter_version``      what produced the record from the input
-  ``domain``         ``"prose"`` | ``"code"`` — selects the dedup normalization
-  ``lang`` / ``lang_score``              fastText lid.176 label and probability
-  ``group_id``       the family that must not straddle train / evaluation (not the record id):
-                     see ``adapters`` / ``canonicalize`` for the rule per schema
-  ``parents``        lineage: ``raw:<source_id>:<item_id>`` of the raw item(s)
-  ``governance``     license, rights evidence, allowed uses, retention of the source
-  digests            ``raw_sha256`` (captured bytes), ``text_sha256`` (``text_view``),
-                     ``record_sha256`` (``record_digest``), ``dedup_key`` (domain-aware)
+``Record`` carries ``record_id`` (``<source_id>:<local_id>``), the raw item it came from, schema,
+adapter, domain, language, ``group_id`` (the family that must not straddle train / evaluation),
+lineage ``parents``, governance and digests. A task's reference answer is never a field of a
+record. The record digest excludes ``snapshot``, ``item_id``-as-position and ``lang_score``, so the
+same content captured in two snapshots has the same digest.
 
-Payloads: ``DocumentPayload``, ``MessagesPayload`` (tool calls paired with results by id),
-``PreferencePayload`` (one shared prompt, two assistant answers), ``InstructionPayload``,
-``ReasoningPayload`` (process / answer / verifier verdict kept apart) and ``TaskPayload``
-(public input and public metadata only — a task's reference answer is never a field of a record;
-the adapter hands it back separately as a private reference).
-
-Record digest: ``hashing.canonical_digest`` over record_id, source_id, schema (type, version),
-adapter (name, version), group_id, parents, governance, domain, lang and payload. Excluded:
-``snapshot`` and ``item_id``-as-position (so the same content captured in two snapshots has the
-same digest; the item id is already in ``parents``), ``lang_score`` (a float whose last digits
-may differ across fastText builds/CPUs; the label ``lang`` is kept) and the digests themselves.
+Envelope, payloads and the digest: docs/canonical.md#records
 """
 
 from __future__ import annotations

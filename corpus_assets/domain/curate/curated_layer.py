@@ -1,20 +1,11 @@
 """Build the curated layer of one snapshot: quality filters, decontamination, PII redaction.
 
-Per canonical record, in this order (the first stage that rejects or quarantines decides):
-1. quality   — type- and domain-aware rule filters (reject with ``<filter>.<rule>``)
-2. decontam  — n-gram containment against the frozen evaluation registry (reject, or mask the
-               matched spans and keep the record modified, by policy)
-3. pii       — redact e-mail, IP, phone, card, IBAN values with typed placeholders (modify), or
-               quarantine the record when it holds a type the policy quarantines
+Per canonical record the stages run in this order, and the first that rejects or quarantines
+decides: quality, then decontamination (reject or mask), then PII (redact or quarantine). Tables:
+``records`` (digests recomputed when modified), ``decisions`` (one row per canonical record),
+``pii_audit`` and ``contamination`` (never the values), ``quarantine`` (owner-only).
 
-Tables of a curated version:
-- ``records``        curated records (RECORDS_SCHEMA; digests recomputed when modified)
-- ``decisions``      one row per canonical record, in the decision record every stage writes
-                     (``layers/decisions.py``): the deciding sub-stage, outcome, action, reason,
-                     policy version, characters before/after — the retention report's source
-- ``pii_audit``      record id, field, type, character span, detector version — never the value
-- ``contamination``  record id, benchmark, item id, field, containment, action
-- ``quarantine``     full quarantined records (owner-only: they may hold PII)
+Stages and tables: docs/curation.md#curated-layer
 """
 
 from __future__ import annotations

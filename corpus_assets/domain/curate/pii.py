@@ -1,20 +1,13 @@
-"""PII detection and redaction (issue 3): e-mail addresses, IPv4/IPv6 addresses, phone numbers,
-payment card numbers and IBANs, each replaced by a typed placeholder.
+"""PII detection and redaction: e-mail addresses, IPv4/IPv6 addresses, phone numbers, payment card
+numbers and IBANs, each replaced by a typed placeholder.
 
-Pure and deterministic: no Dagster, no logging, no network, no model. The detectors are rules
-(regular expressions written so that none can backtrack catastrophically, plus checks in Python:
-octet ranges, ``ipaddress``, Luhn, IIN prefixes, IBAN length per country and mod-97), and every
-detector is skipped when a cheap pre-filter shows that the text cannot contain its type.
+Pure and deterministic (no Dagster, logging, network or model): rules that cannot backtrack
+catastrophically plus checks in Python, each skipped when a cheap pre-filter rules its type out.
+What leaves this module is offsets, never values (``PiiSpan``, ``audit_rows``); callers must not log
+matched substrings either. Any change to a rule, a table or a default must bump
+``PII_DETECTOR_VERSION`` (digested by ``pii_policy_version``).
 
-What leaves this module is offsets, never values: :class:`PiiSpan` holds a type and a half-open
-character span of the *original* text, so an audit trail built from spans (see
-:func:`audit_rows`) records *where* and *what kind*, not *what*. Callers must not log the matched
-substrings either.
-
-Detection rules and their known limits are documented on each ``_find_*`` function and in
-``bench/pii/README.md``. Any change to a rule, a table or a default must bump
-``PII_DETECTOR_VERSION``; :func:`pii_policy_version` digests that version, the rule tables and the
-configuration, so an output built under other rules or settings never shares a version.
+Rules and why: docs/curation.md#pii-corpus_assetsdomaincuratepiipy (limits: each ``_find_*``)
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
 """Exact dedup over the dedup key of the declared object, with aliases kept.
 
-The object is the whole record the dedup key was computed from — a whole document, a whole
-conversation, a whole preference pair (prompt + both answers), never only an answer: two
-records with the same answer in different contexts are different samples (seed §18.4). The
-key is ``hashing.dedup_key`` (domain-aware normalization of the canonical layer: whitespace and
-case folding for prose, never for code).
+The object is the whole record (document, conversation, preference pair), never only an answer;
+the key is ``hashing.dedup_key``. Equal keys are only candidates (groups are split by normalized
+bytes, so a collision never merges content); the representative is the first member by the
+stable total order key, never by partition or completion order; every member keeps an alias row
+(``alias_rows``), so no source's governance is lost.
 
-* **Collision safety.** Equal keys are only a candidate: records with the same key are split
-  by their normalized bytes, so a digest collision can never merge different content (two
-  groups then share a key; each has its own representative).
-* **Representative.** The first member by the stable total order key, e.g.
-  ``(not eligible, -quality, source_priority, record_id)`` — never by partition or completion
-  order, so any worker count and any input order give the same representative.
-* **Aliases.** Every member of a group keeps one row per (representative, alias record,
-  source) (:func:`alias_rows`), the representative's own row included, so no source's
-  governance (license, allowed uses, retention, deletion requests) is lost.
+Decisions: docs/dedup.md#exact-dedup
 """
 
 from __future__ import annotations

@@ -1,43 +1,14 @@
 """Release-level LSH banding over MinHash signatures, built by sorting — never all pairs.
 
-A signature matrix ``(n, num_perm)`` of uint64 is cut into ``b`` bands of ``r`` rows
-(``b * r <= num_perm``, the trailing ``num_perm - b*r`` rows are unused). Two records become a
-candidate pair when all ``r`` values of at least one band agree. For similarity ``s`` that
-happens with probability ``1 - (1 - s**r)**b`` (seed §18.4: b=20, r=5 gives 0.99964 at s=0.8
-and 0.00638 at s=0.2) — a curve, not a hard threshold: candidates are verified by real Jaccard
-downstream (``near_dedup``), and misses are never recovered, so recall is evaluated apart.
+``b`` bands of ``r`` rows: two records are a candidate pair when one band agrees entirely
+(probability ``1 - (1 - s**r)**b``, a curve, so candidates are verified by real Jaccard in
+``near``). Each band is sorted on its own and its runs of equal keys emit pairs encoded as
+``i * n + j`` int64 codes, so memory stays at the signatures plus one band; band results merge by
+sorted union (``merge_candidates``) whatever the split of the bands. Key 0 means *no bucket*
+(empty signatures). ``LshPolicy.bucket_cap`` keeps hot buckets bounded and its cost is counted
+in ``CandidateStats``.
 
-Design (memory bounded, spill friendly)
----------------------------------------
-* **Band by band.** Each band is an independent problem: hash its ``r`` columns into one
-  uint64 key per record (:func:`band_key`), ``argsort`` that one column (stable), scan the runs
-  of equal keys and emit the pairs of each run. Peak memory is the signatures plus one band's
-  arrays (key, sort permutation, run boundaries: ~4 x 8 bytes per record) plus the pairs; the
-  ``(n, b)`` key matrix is never needed (:func:`band_keys` exists for the API and tests). Since
-  each band is a sort of ``(key, record)`` rows, a band can equally be written to its own file
-  and sorted out of core (external merge sort / DuckDB ``ORDER BY``) and its runs scanned in
-  one pass; the pair sets of the bands (or of band ranges done by different workers) are
-  merged by a sorted union (:func:`merge_candidates`), whose result does not depend on how the
-  bands were split.
-* **No dicts of lists.** Buckets are runs of a sorted array; pairs inside a run are generated
-  with vectorised ragged ranges. Pairs are encoded as ``i * n + j`` (``i < j``) int64 codes so
-  deduplication across bands is one sorted ``np.unique`` / union per band.
-* **Keys.** A band key is a chained splitmix64 mix of the band index and its ``r`` values
-  (numpy, wrapping uint64 arithmetic). Key ``0`` is reserved for *no bucket*: records whose
-  whole signature is the empty-set signature (every value equal to ``2**32 - 1``, datasketch's
-  empty MinHash, or ``2**64 - 1``) get key 0 in every band and never become candidates — empty
-  and very short texts are handled by their own rule (seed §18.4: no 0/0). A real key that
-  hashes to 0 is mapped to 1. A 64-bit key collision between different band contents can only
-  add a candidate, which verification then rejects; it can never lose one.
-* **Bucket cap** (``LshPolicy.bucket_cap``, part of the policy version). A bucket with ``u``
-  members produces ``u(u-1)/2`` pairs; template "hot" buckets would explode. With a cap ``c``,
-  a bucket with ``u > c`` members keeps only the pairs among its first ``c`` members in *index
-  order* (the order of the rows handed in, or of ``order`` when given — the release passes the
-  stable total order, so the kept members are the highest-priority ones and the result does not
-  depend on partition order). The other ``u - c`` members get no pair from that bucket (they
-  may still pair through other bands). Every capped bucket is counted in
-  :class:`CandidateStats` together with the pairs it would have produced, so the recall cost of
-  the cap is reported, never hidden.
+Design and decisions: docs/dedup.md#lsh-banding
 """
 
 from __future__ import annotations

@@ -1,49 +1,13 @@
-"""MinHash signatures for near-duplicate detection (issue 4), datasketch-compatible, vectorized.
+"""MinHash signatures for near-duplicate detection, datasketch-compatible, vectorized.
 
-Shingles
-    ``unit="word"`` (default): tokens are the maximal runs of non-whitespace characters
-    (``str.split()``, i.e. Unicode whitespace); a shingle is ``size`` consecutive tokens joined by
-    one space, as UTF-8 bytes. ``unit="char"``: a shingle is ``size`` consecutive characters of
-    the text as given (UTF-8 bytes; lone surrogates are encoded with ``surrogatepass``).
-    Shingles form a *set* (a repeated shingle adds nothing). The caller passes the text to shingle
-    as it wants it compared: for dedup that is ``hashing.dedup_normal_form(text, domain)``.
+Shingles are a *set* of ``size`` words (or characters) of the text as the caller wants it
+compared (for dedup: ``hashing.dedup_normal_form``); a text shorter than ``size`` gives one
+shingle, an empty text the empty set, whose "empty" signature is never an LSH candidate
+(``empty_rows``). For the same shingles, ``num_perm``, ``seed``, ``scheme`` and hash function the
+values equal datasketch's ``MinHash`` exactly. A batch is one UTF-8 buffer processed by numpy
+(or one ``numba`` kernel when it imports); a text's signature does not depend on its batch.
 
-Short-text path (declared, never 0/0)
-    * a text with at least one token (character) but fewer than ``size`` yields exactly ONE
-      shingle: its whole token (character) sequence;
-    * an empty text (no token at all, e.g. "" or only whitespace for the word unit) yields the
-      empty set. Its signature is the "empty" sketch datasketch also produces (every value the
-      scheme's maximum), and it is never an LSH candidate: callers must skip rows where
-      :func:`empty_rows` is true. :func:`exact_jaccard` of two empty sets is 0.0 by declaration.
-
-Hash functions (a recorded part of the policy)
-    * ``xxh3_64_low32``: the low 32 bits of XXH3-64 (seed 0) of the shingle bytes, i.e.
-      ``xxhash.xxh3_64_intdigest(b) & 0xFFFFFFFF``. Computed here by a numpy implementation of
-      XXH3-64 over byte spans of one buffer (no per-shingle Python object or call) for shingles
-      up to 240 bytes; longer ones call ``xxhash`` itself. Tested equal to ``xxhash``.
-    * ``sha1_32``: datasketch's default ``sha1_hash32`` (first 4 bytes of SHA-1, little endian).
-      One ``hashlib`` call per shingle; kept for compatibility, not speed.
-
-Compatibility with datasketch
-    For the same shingles, ``num_perm``, ``seed``, ``scheme`` and hash function,
-    ``datasketch.MinHash(num_perm=..., seed=..., hashfunc=datasketch_hashfunc(fn), scheme=...)``
-    updated with the shingles has exactly the ``hashvalues`` that :func:`signatures` returns, so
-    a row loads with ``MinHash(num_perm, seed, hashvalues=row, scheme=...)`` into ``LeanMinHash``
-    and ``MinHashLSH``. ``scheme="affine32"`` is datasketch 2.x's default (MurmurHash3 fmix32
-    pre-mix, then ``a*h+b mod 2**32``, uint32 values); ``scheme="legacy"`` is datasketch 1.x's
-    only scheme (``(a*h+b) mod (2**61-1)`` in wrapping uint64 arithmetic, truncated to 32 bits,
-    uint64 values). The permutation parameters are drawn as datasketch draws them
-    (``np.random.RandomState(seed)``).
-
-Vectorization: a batch of texts becomes one UTF-8 buffer; token boundaries, shingle spans,
-hashes, permutations and per-document minima (``np.minimum.reduceat``) are numpy operations over
-the whole batch. A text's signature does not depend on the batch it is computed in.
-
-Compiled kernel (optional): when ``numba`` imports, hashing (the same XXH3 <= 240-byte path,
-longer or empty spans hashed by ``xxhash`` first), permutation and per-document minima run in one
-``@njit(cache=True)`` pass over the batch buffer (:func:`numba_kernel`); otherwise the numpy path
-above runs. Both are tested equal to each other and to datasketch. The first call in a process
-compiles the kernel (~2 s) or loads it from numba's on-disk cache; :func:`use_numba` switches it.
+Shingles, hash functions, datasketch compatibility: docs/dedup.md#minhash-signatures
 """
 
 from __future__ import annotations

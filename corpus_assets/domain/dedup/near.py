@@ -1,21 +1,12 @@
 """Near-duplicate removal (Algorithm 18.1, stable representatives) and leakage groups.
 
-Near-duplicate is not transitive (seed §18.4: A={1,2}, B={1,2,3}, C={2,3}, tau=2/3:
-J(A,B) = J(B,C) = 2/3 but J(A,C) = 1/3), so removal and grouping use different semantics:
+Near-duplicate is not transitive, so removal and grouping differ: a record is removed iff an
+*already kept* candidate neighbour, first in the stable total order, has verified
+``J >= tau`` (every removed record has a kept representative that matches it directly); leakage
+groups are the connected components of *all* verified edges. Everything is decided by the total
+order, never by input or completion order.
 
-* **Removal — Algorithm 18.1.** Records are processed in a stable total order (governance
-  eligibility, quality, source priority, record_id). A record ``x`` is removed iff some record
-  ``y`` that is *already kept* and is a *candidate neighbour* of ``x`` has verified
-  ``J(x, y) >= tau``; among those, ``y`` is the first in the total order and ``(x, y, J)`` is
-  the recorded evidence. Otherwise ``x`` is kept as a representative. Invariant: every removed
-  record has a kept representative that matches it *directly*. It is not a minimum set of
-  representatives, and a record linked to a kept one only through a removed one stays (C above).
-* **Leakage groups.** Connected components of *all* verified edges (every candidate pair with
-  ``J >= tau``) — conservative: the whole component goes to one split.
-
-Everything is decided by the total order, never by input or completion order: with the
-record indices mapped back to record ids, shuffled input and any split of the band work give
-identical clusters, edges and components (tests).
+Semantics and the worked example: docs/dedup.md#near-dedup
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """The ``recipe`` source kind: a recipe data job whose selected tasks become a snapshot.
 
-Capturing a ``recipe`` source runs the data job (``recipe.executor.run_data_job``) into
-``<output_root>/<snapshot>/`` — resumed if that directory exists, so a capture killed mid-job
-continues from its committed blocks — verifies the published dataset (``load_snapshot``) and
-turns every selected task into one raw item: a JSONL line ``{"task_id", "input", "reference",
-"metadata"}`` read by the ``task`` adapter, which keeps the reference out of the record and in the
-canonical layer's owner-only ``references`` table. The raw layer is owner-only too. From there on
-recipe tasks flow through curation, dedup, splits, token views (prompt only: the reference is
-never tokenized), mixtures, shards and releases like any other snapshot.
+Capturing runs (or resumes) the data job into ``<output_root>/<snapshot>/``, verifies the
+published dataset and turns every selected task into one raw item (a JSONL line read by the
+``task`` adapter, which keeps the reference out of the record). Item ids are the stable task
+ids and URIs ``recipe://<source>/<task_id>``, so deletion requests work as for any source.
 
-Item ids are the stable task ids; URIs are ``recipe://<source>/<task_id>`` so a deletion request by
-URI or record id works as for any source. The dataset id is recorded in every item's metadata
-and in the capture stats.
+How and why: docs/ingest.md#recipe-sources
 """
 
 from __future__ import annotations

@@ -1,65 +1,15 @@
 """Mixture plan: which training records are read, how often, in which order (seed §18.5, §18.8).
 
 A plan samples the *training* split of a release (validation and test are never mixed) from a
-:class:`MixtureSpec` and, per source, its records and their token counts (:class:`SourceUnits`).
-It is a table of draws in training order — ``record_id``, ``source``, ``repeat``, ``phase``,
-``n_tokens`` — plus a report that keeps the four shares of the seed apart: target share, realized
-document share, realized token share, and effective epochs.
+``MixtureSpec`` and per-source units (``SourceUnits``): a table of draws in training order
+(``record_id``, ``source``, ``repeat``, ``phase``, ``n_tokens``) plus a report that keeps target
+share, realized document / token shares and effective epochs apart. One unit (documents or
+tokens) per spec; phase budgets are split by largest-remainder rounding and draws interleaved by
+stride scheduling, so every prefix of a phase already has the target mix. Seeds are SHA-256 of
+canonical JSON, never ``hash()``: same spec and inputs, identical plan. Spec errors are pydantic
+``ValidationError``, errors against the inputs ``MixtureError``; both name the field.
 
-Decisions
----------
-* **One unit per spec.** ``unit="documents"``: ``budget`` counts draws, the temperature size
-  ``n_i`` is the number of records and shares are draw shares. ``unit="tokens"``: ``budget`` counts
-  tokens, ``n_i`` is the source's total tokens and shares are token shares. The two are never mixed
-  in one spec.
-* **Target share p.** Explicit ``weights`` (>= 0, summing to 1) or a temperature ``alpha`` in
-  [0, 1]: ``p_i = n_i**alpha / sum_j n_j**alpha`` over the sources with ``n_i > 0`` (``alpha=1``
-  natural proportions, ``alpha=0`` uniform over non-empty sources; an empty source gets ``p = 0``
-  and a warning). Sources absent from ``weights`` get ``p = 0``.
-* **The plan realizes the target; it does not merely expect it.** Each phase's budget is split by
-  largest-remainder rounding of ``p_i * budget_phase`` (ties: source name order), so with
-  ``unit="documents"`` the realized draw share is exactly the rounded target (900 / 100 records,
-  ``alpha=1/2``, 1200 draws -> exactly 900 and 300 draws). With ``unit="tokens"`` a source is drawn
-  until its token quota is reached; the draw that reaches it is kept whole (records are never
-  cut), so a source overshoots its quota by less than one record, and the plan's total tokens may
-  exceed ``budget`` by less than one record per (phase, source). The report gives realized shares.
-* **Inside a source.** With replacement: i.i.d. uniform draws from a numpy ``Generator`` (PCG64)
-  seeded per (spec seed, source, phase). Without replacement: the source is read in seeded
-  permutation passes, one stream per (spec seed, source) that continues across phases; a quota
-  larger than the source starts a new pass (no error: it shows up as effective epochs > 1 and a
-  warning). Seeds are derived by SHA-256 of canonical JSON of the labels, never Python ``hash()``.
-* **repeat** = how many times the same record (of the same source) was drawn earlier in the plan.
-  Without replacement that is the pass number (interleaving keeps each source's draws in stream
-  order).
-* **Interleaving** inside a phase is stride scheduling, not a shuffle: the k-th draw of source i is
-  placed at time ``(k + 1/2) / c_i`` (documents; ``c_i`` = its draws in the phase) or at the midpoint
-  of its token span over the source's phase tokens (tokens), and draws are merged by time (ties:
-  source name, then stream order). It is deterministic, O(N log N), and every *prefix* of a phase
-  already has the target mix: with ``unit="documents"`` a source's count in any prefix is within
-  ``(1 + S) / 2`` draws of its share of that prefix (S sources in the phase); with
-  ``unit="tokens"`` the same holds for tokens, up to a record's length. A training run stopped
-  early, or a curriculum phase read partially, still sees the target mix; a random shuffle only
-  gets it on average (with clumps). The randomness lives in *which* records are drawn, so the
-  source sequence does not depend on ``seed``. Phases follow each other in order.
-* **Curriculum.** ``phases``: each ends at a fraction ``until`` of the budget (strictly increasing,
-  last = 1) and has its own ``weights`` or ``alpha``; phase budgets are
-  ``round(until_j * budget) - round(until_{j-1} * budget)`` (half up). The overall target share is
-  the budget-weighted mean of the phase shares.
-* **Effective epochs** ``e_k = D_k / U_k`` (seed 003) in the declared unit, with ``U_k`` the
-  source's *available* units (records, or tokens): 900 draws over 900 records = 1 epoch, 300 draws
-  over 100 records = 3. The distinct records actually drawn are reported separately. A source above
-  ``epoch_limit`` gets a warning.
-* **Importance weights.** With ``target_weights`` q, a draw from source i has weight
-  ``q_i / p_i`` (p = the overall target share, so the expected weighted loss over the plan is the
-  q-weighted risk); per-phase ratios are reported too. ``q_i > 0`` requires ``p_i > 0``.
-* **Determinism.** Same spec and inputs -> identical plan, whatever the insertion order of
-  ``sources`` (names are sorted). Record ids must be sorted and unique inside a source.
-
-Errors: spec errors are pydantic ``ValidationError`` s, errors of a spec against its inputs are
-:class:`MixtureError`; both name the offending field (``weights``, ``phases[1].weights``,
-``target_weights``, ``alpha``, ...).
-
-Pure Python + numpy, no Dagster.
+Method and decisions: docs/packing.md#mixture-plan
 """
 
 from __future__ import annotations

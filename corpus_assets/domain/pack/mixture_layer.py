@@ -1,18 +1,11 @@
 """The ``mixture_plan`` layer of a release: the ordered sampling plan of its training split.
 
-Units come from ``token_views``: one unit per kept training record, keyed by its source (or, with
-``key: tag``, by its domain tag: prose / code), with the record's *packable* token count — the
-tokens of its single view, or of the ``chosen`` view for a preference record (packed shards are
-causal-LM blocks; both preference views stay in ``token_views`` for preference trainers).
-Validation and test are not mixed: they keep their natural distribution and are packed from
-``token_views`` directly.
+One unit per kept training record from ``token_views``, keyed by source (or, with ``key: tag``,
+by domain tag), with its *packable* token count (the single view, or a preference record's
+``chosen`` view). Without a ``mixture`` section the plan is the natural distribution read once.
+Tables: ``plan`` (the draws) and ``sources`` (target vs realized shares, epochs, weights).
 
-Without a ``mixture`` section the plan is the natural distribution read once: unit documents,
-``alpha: 1``, budget = the number of training records, without replacement.
-
-Tables: ``plan`` (the draws, :data:`mixture.MIXTURE_PLAN_SCHEMA`) and ``sources`` (one row per
-source or tag with the report's target share, realized document / token shares, effective epochs
-and importance weight, so SQL reports can read them; ``dbt_like_sql/mixture_vs_target.sql``).
+Units, defaults and tables: docs/packing.md#mixture-plan-layer
 """
 
 from __future__ import annotations

@@ -1,106 +1,15 @@
-"""Sequence packing (issue 6): fixed-length training blocks from token views, with provenance spans.
+"""Sequence packing: fixed-length training blocks from token views, with provenance spans.
 
-Input: samples in plan order, each a token view (``record_id``, ``variant``, ``input_ids`` int32,
-``loss_mask`` uint8, ``offsets`` (n, 2) int32 char offsets, ``(-1, -1)`` for inserted tokens such
-as the one EOS of a document) — ``token_views.TokenView`` or :class:`Sample`, or the same data as
-concatenated columns (:func:`pack_arrays`). Output: :class:`PackedBlocks` — ``tokens``,
-``loss_mask``, ``segment_ids``, ``position_ids`` of shape ``(n_blocks, T)``, a provenance spans
-table (``PACKING_SPANS_SCHEMA``) and :class:`PackingStats`.
+Samples (token views, ``Sample`` objects or concatenated columns) in plan order become
+``PackedBlocks``: ``tokens``, ``loss_mask``, ``segment_ids``, ``position_ids`` of shape
+``(n_blocks, T)``, a spans table (``PACKING_SPANS_SCHEMA``) and ``PackingStats``. Conventions:
+``loss_mask[b, t] = 1`` iff token ``t`` is a target predicted from ``t - 1`` of the same block (so
+position 0, padding and packer BOS never are); segments are 1..k per block, 0 for padding (at the
+end only); every position is covered by exactly one span (``coverage_check``). Modes
+``stream`` / ``atomic`` (fit ``in_order``, ``best_fit``, ``one_per_block``), boundaries ``mask`` /
+``bos`` / ``none``. ``Packer`` streams in chunks and the result does not depend on the chunking.
 
-Conventions
------------
-* **Loss mask**: ``loss_mask[b, t] = 1`` iff token ``t`` of block ``b`` is a training target,
-  predicted from position ``t - 1`` of the same block. Hence position 0 of every block is never a
-  target (it has no predecessor in the block), whatever the view said, in every mode; padding and
-  packer-inserted BOS are never targets. The view's own mask is otherwise kept as is.
-* **Segments**: ``segment_ids`` are 1..k within a block, one per sample piece in placement order
-  (a BOS belongs to the sample it opens; a stream sample continued from the previous block is a
-  new segment at position 0), and 0 for padding. Padding is at the end of a block only.
-* **Positions**: ``reset_positions=False`` → ``0..T-1`` on every row. ``True`` → ``t`` minus the
-  start of the run of equal segment id holding ``t``: each segment (and the padding run) counts
-  from 0; a stream piece continued from the previous block restarts at 0 too.
-* **Padding**: token ``pad_id``, loss 0, segment 0, covered by one ``pad`` span with a null
-  source. Padding is never EOS-as-filler: the one EOS per document comes from the view.
-
-Modes
------
-* ``stream``: samples are concatenated (each preceded by a BOS under ``boundary="bos"``) and cut
-  every ``T`` positions; a sample crossing a block boundary yields one span per piece with its own
-  ``src_token_start/end``. The last partial block is padded (``tail="pad"``) or dropped
-  (``tail="drop"``); both are counted (``padding`` / ``dropped_tokens`` and the dropped pieces in
-  ``stats.dropped``). With ``M`` positions of input: ``floor(M/T)`` blocks (drop) or
-  ``ceil(M/T)`` (pad, ``M > 0``); empty input gives no block. ``overlength`` does not apply (no
-  sample is too long for a stream); ``fit`` must be ``in_order``.
-* ``atomic``: a sample is never split across blocks. Over-long samples (``L > T``, or
-  ``L > T - 1`` with a BOS) are handled BEFORE packing: ``truncate`` keeps the first tokens (the
-  cut count is ``truncated_tokens``), ``split`` cuts into consecutive pieces of at most the
-  capacity, each packed as its own atomic sample, ``quarantine`` leaves the sample out and reports
-  it in ``stats.quarantined`` as ``(record_id, variant, "packing.too_long", length)`` — never a
-  silent drop. Placement (``fit``):
-
-  - ``in_order`` — Algorithm 18.2: in plan order; seal the current block when the next sample
-    does not fit (or when it is full), open a new one.
-  - ``best_fit`` — stable streaming best fit: each sample goes into the open block with the
-    least remaining room that still fits it, ties → the earliest-opened block; if none fits a
-    new block is opened and, when more than ``open_blocks`` are open, the oldest is sealed. Full
-    blocks are sealed at once. Deterministic (no randomness, no sort of the input).
-  - ``one_per_block`` — naive padding, one sample per block (the baseline the seeds compare to).
-
-  Blocks are numbered in sealing order (for ``in_order`` that is opening order); at the end the
-  still-open blocks are sealed oldest first. ``tail="drop"`` drops the LAST block if it is not
-  full (its view tokens count as ``dropped_tokens``); earlier partial blocks are padded (that is
-  the cost of not splitting).
-
-Boundaries (``boundary``)
--------------------------
-* ``mask`` — the first token of every sample (and of every split piece) gets loss 0: it has no
-  predecessor of its own sample in the block. With position 0 never a target this is exactly "no
-  position predicts the first token of another sample".
-* ``bos`` — a BOS (``bos_id`` argument, required) is inserted before every sample; it is an
-  inserted token with loss 0 and the sample's segment id, and the sample's first token keeps its
-  view loss (it is predicted from its own BOS). In stream mode a BOS may be the last position of
-  a block (its sample then starts the next block, at a non-target position 0).
-* ``none`` — nothing: the first token of a sample is predicted from the previous sample's last
-  token (cross-document context, e.g. EOS → next document). Allowed in ``stream`` mode only;
-  ``atomic`` + ``none`` is rejected.
-
-Provenance spans
-----------------
-One row per maximal run of positions of one block that come from one sample piece and are all
-inserted or all not inserted. A position is *inserted* when the view marked it with offset -1
-(EOS, …) or the packer added it (BOS); so a document piece ending with its EOS gives two spans:
-the text (``char_start/char_end`` into the view's rendered text) and the EOS (``inserted``,
-chars null). ``src_token_start/end`` are token offsets in the record's view (half-open, same
-length as ``[start, end)``); they are null only for a packer BOS. Padding: one ``pad`` span per
-padded block, ``record_id``/``variant``/src/chars null. Rule checked by :func:`coverage_check`:
-every position of every block is covered by exactly one span; the non-pad spans cover exactly the
-non-pad positions (``segment_ids != 0``) and pad spans exactly the padding. Rows are sorted by
-``(block, start)``; ``block`` is the global block index (``first_block`` + row).
-``transform_version`` is ``policy.transform_version`` or, when unset, ``packing_policy_version``
-(code version + every other policy field).
-
-Accounting (:class:`PackingStats`)
-----------------------------------
-``input_tokens = content_tokens + dropped_tokens + truncated_tokens + quarantined_tokens``, where
-content = view tokens placed in emitted blocks (the view's EOS included, packer BOS excluded).
-``positions = blocks*T = content_tokens + bos_tokens + padding``. ``utilization =
-content/positions``, ``label_rate = label_tokens/positions``, ``tail_drop_rate =
-dropped/input`` and ``data_loss_rate = (dropped + truncated + quarantined)/input`` (equal unless
-an over-length policy removed tokens). Empty samples (0 tokens) are skipped and counted.
-
-Streaming and memory
---------------------
-:class:`Packer` keeps only its open blocks between calls (stream: at most one partial block;
-``in_order``/``one_per_block``: at most one; ``best_fit``: at most ``open_blocks``) plus their
-spans. ``add``/``add_arrays`` process the input in pieces of about ``chunk_tokens`` tokens (whole
-samples) and return the blocks sealed so far; ``finish`` seals the rest and applies the tail rule.
-:func:`iter_packed` yields one :class:`PackedBlocks` per chunk, so memory is bounded by the chunk
-size and the open blocks whatever the input size. The result does not depend on the chunking
-(tested): same inputs → identical arrays and spans.
-
-Implementation: placement is one pass over sample lengths (Python, or a ``numba`` kernel for
-``best_fit`` when numba imports — same result); tokens, masks, segment markers and spans are
-numpy operations over the concatenated chunk (stream mode without BOS is a plain copy + reshape).
+Method, modes, accounting and decisions: docs/packing.md#packing
 """
 
 from __future__ import annotations

@@ -1,54 +1,13 @@
 """A resumable streaming reader over shards: shard-level shuffle + bounded shuffle buffer, numpy batches.
 
-``ShardStreamReader(shards, batch_size=, buffer_size=, seed=, epochs=)`` iterates over numpy
-``Batch``\\ es of blocks read from shards written by ``corpus_assets.domain.pack.shards``. ``shards``
-is a list of ``(directory, metadata)`` pairs (``shards_from_manifest`` makes it from a
-``shards.json``); all shards must agree on seq_len, token dtype and tokenizer.
+``ShardStreamReader`` iterates over ``Batch`` objects (blocks) of shards written by ``pack.shards``;
+the order is a pure function of the seed and the shard list (per-epoch shard permutation, then
+one buffer RNG for the whole stream). ``state_dict()`` is plain JSON holding block references,
+never token copies, and ``load_state_dict`` continues with exactly the remaining sequence. Memory
+is bounded by the buffer (blocks are read with ``os.preadv``, not memory maps); each shard is
+re-hashed before its first block is read. ``torch_iterable_dataset`` wraps it for one rank.
 
-Order (a pure function of the seed and the shard list)
-------------------------------------------------------
-* **Shard shuffle**: epoch ``e`` visits the shards in the permutation drawn by
-  ``Generator(PCG64(SeedSequence(seed, spawn_key=(1, e))))`` (list order when
-  ``shuffle_shards=False``); blocks of a shard are read in order.
-* **Buffer shuffle** (one ``Generator(PCG64(SeedSequence(seed, spawn_key=(0,))))`` for the whole
-  stream): the first ``buffer_size`` blocks of an epoch fill the buffer; then for every incoming
-  block one uniformly chosen buffer slot ``j = rng.integers(buffer_size)`` is emitted and the
-  incoming block takes its place. At the end of the epoch the buffer is drained: repeatedly
-  ``j = rng.integers(len(buffer))`` is emitted and the last element moves into slot ``j``. So
-  every block is emitted exactly once per epoch. A bounded buffer only mixes locally: it is not a
-  uniform permutation of the epoch.
-* **Batches** of ``batch_size`` blocks, in emission order. Batches do not span epochs: the last
-  batch of an epoch may be short (``drop_last=True`` drops it; those blocks are then not seen in
-  that epoch). ``epochs=None`` streams forever.
-
-State
------
-``state_dict()`` is plain JSON (ints, strings, lists) for a trainer checkpoint: epoch, phase
-(``stream`` / ``drain`` / ``epoch_end`` / ``done``), position in the epoch's shard order,
-next block within the current shard, the buffer RNG's ``bit_generator.state`` (128-bit integers
-as decimal strings, so any JSON reader keeps them exact), the buffer and any partially built
-batch as block references ``[shard index, block index]`` (never token copies), counters, the
-configuration, and a fingerprint of the shard list. The shard order of an epoch is recomputed
-from (seed, epoch), not stored. ``load_state_dict`` on a reader built with the same shards and
-configuration (anything else is a ``ValueError`` naming what differs) continues with exactly the
-remaining sequence: no repeats, no gaps. State taken between two batches, or after ``__next__``
-raised (a partially built batch is kept and finished on the next call), is consistent.
-
-Memory is bounded by the buffer: ``buffer_size`` references (two ints each) and the current
-batch's arrays. Blocks are read with ``os.preadv`` straight into the batch arrays, not through
-memory maps, so the process's resident memory does not grow with the shard pages it has touched
-(the page cache still does its job); at most ``max_open_shards`` shards keep their files open
-(least recently used are closed).
-
-Integrity: a shard's files are re-hashed (``verify_shard``) the first time this reader opens it
-— when the stream enters the shard, or when a restored buffer refers to it — before any of its
-blocks is read; a tampered shard raises ``ShardIntegrityError`` and the state is left as it was
-before the failing step, so the reader can resume once the shard is repaired.
-
-Torch: ``torch_iterable_dataset(reader)`` wraps the reader as a ``torch.utils.data.IterableDataset``
-(the class is created on first use; this module never imports torch itself). One reader per
-data-parallel rank; it refuses DataLoader ``num_workers > 1`` (each worker would replay the same
-stream).
+Order, state, memory and integrity: docs/packing.md#shard-reader
 """
 
 from __future__ import annotations

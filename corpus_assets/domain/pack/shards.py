@@ -1,71 +1,13 @@
 """Shards of packed training blocks, in the Megatron ``IndexedDataset`` format plus sidecars.
 
-A *block* is one model input of ``seq_len`` (T) positions (``tokens``, ``loss_mask``,
-``segment_ids`` and optionally ``position_ids``, each ``(n, T)``), as the packer makes them. A
-*shard* is a storage unit of at most ``shard_positions`` (S) positions. Shards hold whole blocks
-only: a shard holds ``floor(S / T)`` blocks (the last shard of a set may hold fewer), and
-``S >= T`` is required (S=18, T=8 -> 2 blocks, 16 positions; the 2 positions left cannot hold a
-third block). A block is never split across shards, and a shard boundary is neither a document
-nor a training-sequence boundary.
+A shard holds whole blocks only (``floor(S / T)`` blocks of ``seq_len`` T in at most
+``shard_positions`` S, ``S >= T``): ``<name>.bin`` / ``<name>.idx`` (megatron-core reads them), raw
+``loss_mask`` / ``segment_ids`` / ``position_ids`` sidecars and ``<name>.spans.parquet``.
+``shards.json`` (``write_shard_manifest``) is the publish point, written last. Files are
+deterministic (same input, same bytes), written atomically and re-hashed by ``verify_shard``;
+``ShardWriter`` streams and gives the same bytes as one ``write_shards`` call.
 
-Files of shard ``<name>`` (``<name>`` = ``<name_prefix>-<5-digit index>``), all in one directory
------------------------------------------------------------------------------------------------
-* ``<name>.bin`` — the token ids of every block, back to back in block order, little-endian,
-  dtype ``uint16`` when ``vocab_size <= 65535`` else ``int32``; no header.
-* ``<name>.idx`` — the Megatron-LM / megatron-core ``IndexedDataset`` index
-  (megatron/core/datasets/indexed_dataset.py, ``_IndexWriter``), little-endian:
-  ``b"MMIDIDX\\x00\\x00"`` (9 bytes), version ``<Q`` = 1, dtype code ``<B`` (megatron ``DType``:
-  uint8=1 int8=2 int16=3 int32=4 int64=5 float64=6 float32=7 uint16=8), sequence count ``<Q``
-  (= n blocks), document count ``<Q`` (= n + 1, the length of the document-index array), then
-  sequence lengths ``int32[n]`` (all T), sequence pointers ``int64[n]`` (byte offsets into .bin:
-  ``i * T * itemsize``) and document indices ``int64[n + 1]`` (``0, 1, ..., n``: every block is
-  one sequence and one document, so a trainer never joins two blocks). No sequence modes (not
-  multimodal). ``megatron.core.datasets.indexed_dataset.IndexedDataset(<dir>/<name>)`` reads it.
-* ``<name>.loss_mask.bin`` — ``uint8`` (0/1), ``<name>.segment_ids.bin`` — ``int32`` (``<i4``),
-  and, when given, ``<name>.position_ids.bin`` — ``int32``: raw C-order arrays of shape
-  ``(blocks, seq_len)`` in the same block order as ``.bin``, no header (shape and dtype are in
-  the shard metadata).
-* ``<name>.spans.parquet`` — the provenance spans of the shard's blocks: the input spans table's
-  rows whose ``block`` falls in the shard, in input order, with ``block`` re-based to the shard
-  (0 = the shard's first block, ``int64``); every other column as given.
-
-Metadata and manifest
----------------------
-``write_shards`` returns one JSON-ready dict per shard: format (``SHARD_FORMAT``), name,
-seq_len, shard_positions, blocks, first_block (global index of its first block: ``first_block`` + its row in the input), tokens
-(positions = blocks * T), content_tokens (positions whose segment id is not ``pad_segment_id``;
-all positions when that is None), loss_tokens, pad_segment_id, dtype, vocab_size, tokenizer (the
-digest passed in), sidecar_dtypes, token_counts and files (per role — bin, idx, loss_mask,
-segment_ids, position_ids, spans —: file name, bytes, sha256). ``write_shard_manifest`` writes
-them, with totals, as ``shards.json``: the publish point, written last, so a reader that finds it
-finds complete shards (files of an earlier, larger write that the manifest does not list are
-ignored). The manifest never contains its own digest.
-
-Decisions
----------
-* **Domain/source counts come from the spans table.** Every *label column* present in the spans
-  (default ``("source", "domain")``) is counted in tokens: ``sum(end - start)`` per label value,
-  rows with a null label (padding, inserted tokens) not counted. The spans need ``start`` and
-  ``end`` (half-open positions within the block) for that. A caller that has a
-  record -> source mapping adds the column first (``with_record_labels(spans, "source", m)``, by
-  ``record_id``, as the packer's spans have it); the shard writer does not guess.
-* **Deterministic bytes**: same input -> identical files and sha256 (no timestamps, no random
-  names inside files; Parquet with fixed compression and the writer's fixed ``created_by``).
-  JSON is written with sorted keys.
-* **Streaming**: ``ShardWriter.add`` takes consecutive chunks of blocks (e.g. the packer's
-  ``PackedBlocks``, whose spans carry global block ids: ``first_block``) and writes each shard as
-  soon as it is full, so only whole, full shards are written until ``finish`` writes the last
-  one; the result is byte-identical to one ``write_shards`` call over all blocks.
-* **Atomic files**: every file is written to a temporary file in the target directory, fsynced,
-  chmod 0644 and ``os.replace``\\ d into place; sha256 is computed from the bytes written.
-* **Integrity**: ``verify_shard`` re-hashes every file named in the metadata and raises
-  ``ShardIntegrityError`` naming the file (missing, wrong size, wrong sha256). ``open_shard``
-  verifies by default, always checks sizes and parses the ``.idx`` (a mismatch with the metadata
-  is a ``ShardIntegrityError`` naming the ``.idx``), and returns memory-mapped ``(blocks, T)``
-  arrays.
-* **Errors**: bad shapes, dtypes, token ids outside ``[0, vocab_size)``, loss-mask values other
-  than 0/1, spans whose ``block`` is out of range, and ``S < T`` raise ``ValueError`` naming the
-  argument.
+File formats, metadata and decisions: docs/packing.md#shards
 """
 
 from __future__ import annotations

@@ -1,26 +1,13 @@
 """The ``packed_shards`` layer of a release: what the trainer will really read.
 
-* **train** — the views of ``mixture_plan`` in plan order (a record drawn twice is packed twice);
-* **validation / test** — their packable views in ``token_views`` order (natural distribution,
-  no mixing).
+train is packed from ``mixture_plan`` in plan order, validation / test from their packable views
+in ``token_views`` order, with the release's ``PackingPolicy``, into a content-addressed shard set
+``$CORPUS_HOME/shards/<release>/<set digest>/<split>/`` that is staged under ``.tmp-*`` and renamed
+into place only when complete; the layer's ``shards`` table points at it. Views are spooled first
+(``view_spool``) and packed in bounded chunks, so memory does not grow with the release. The
+report keeps the four denominators per source apart.
 
-Each split is packed with the release's ``PackingPolicy`` and written as shards
-(``domain/pack/shards.py``: Megatron ``.bin``/``.idx`` + loss-mask / segment-id / position-id sidecars
-+ Parquet provenance spans labelled with source and domain). The files of one build live in a
-content-addressed *shard set* directory ``$CORPUS_HOME/shards/<release>/<set digest>/<split>/``,
-staged under ``.tmp-*`` and renamed into place only when complete; the layer's ``shards`` table
-(one row per shard, with every file's sha256) is what points at it, so a reader that resolves the
-layer's ``CURRENT`` only ever sees complete shard sets. The set digest covers every shard's
-metadata (and so every file's sha256): identical inputs give the same directory.
-
-Four denominators per source (seed 000 §18.5/§18.8), side by side: source records (training
-records available), sampled records (plan draws), materialized tokens (view tokens placed in
-blocks, EOS included, packer BOS excluded) and effective label tokens (positions of that source
-whose loss mask is 1).
-
-Memory: a split is packed in chunks of samples and each shard is written as soon as it is full
-(``shards.ShardWriter``); what stays in memory is the release's views table (read once) plus one
-chunk. Known limit: reading the views table whole — a per-split streaming read is the next step.
+Method and decisions: docs/packing.md#packed-shards-layer
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """The packable token views of a release, spooled to flat memory-mapped files per split.
 
-Why: packing reads views in the mixture plan's order — any record, any number of times — and a
-release's views are far larger than memory. One streaming pass over the ``token_views`` table
-writes, per split, the concatenated input ids (int32), loss masks (uint8) and character offsets
-(int32 pairs) of every packable view, and keeps per record only its start and length. Gathering
-a chunk of records in any order is then slicing memory maps: resident memory is one batch while
-spooling and one chunk while packing, whatever the release size (the page cache holds the rest).
+Packing reads views in the mixture plan's order (any record, any number of times) and a release's
+views are far larger than memory, so one streaming pass over ``token_views`` writes per split the
+concatenated ids, loss masks and offsets and keeps per record only its start and length.
+``gather`` returns exactly what slicing the in-memory table would, in the table's order, so the
+packed bytes do not depend on this module.
 
-The order of a split's records is the table's order (the natural order validation and test are
-packed in), and ``gather`` returns exactly what slicing the in-memory table would, so the packed
-bytes do not depend on this module.
+Why and how: docs/packing.md#view-spool
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Recipe data jobs (issue 8, seed 002): budgeted generate → clean → dedup/exclude → calibrate → select.
+"""Recipe data jobs (seed 002): budgeted generate → clean → dedup/exclude → calibrate → select.
 
 Pure Python, importable without Dagster. ``protocol`` holds the shared types a recipe and a
 calibrator code against; ``config`` the job configuration; ``executor`` runs a job into an output

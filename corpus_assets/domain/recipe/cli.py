@@ -1,17 +1,11 @@
 """``corpus recipe run --config X --output DIR [--resume] [--export-hf DIR]`` as a pure function.
 
-``recipe_main(argv)`` returns the exit code; the ``corpus`` CLI wires it in. ``argv`` starts after
-``corpus recipe`` (e.g. ``["run", "--config", ...]``).
+``recipe_main(argv)`` returns the exit code (``argv`` starts after ``corpus recipe``). The last
+stdout line is one JSON object (``dataset_id``, ``dataset_path``, ``training_dataset_path``);
+errors exit 2 with ``corpus recipe: error: <message>``, an interrupt 130 after the job recorded
+``cancelled``; ``--export-hf`` is checked before the job runs.
 
-Decisions
----------
-* The **last stdout line** is one JSON object: ``dataset_id``, ``dataset_path`` and, with
-  ``--export-hf``, ``training_dataset_path``. Progress goes to the log (stderr).
-* Errors (bad arguments, config, recipe, budget, resume refusal, tampered snapshot, or any
-  exception from a plugin) exit with code 2 and ``corpus recipe: error: <message>`` on stderr;
-  an interrupt exits 130 after the job has recorded ``cancelled``.
-* ``--export-hf`` is checked *before* the job runs (it must not exist or be empty), so a long job
-  is not wasted on an unusable export path.
+Decisions: docs/recipes.md#command-line
 """
 
 from __future__ import annotations

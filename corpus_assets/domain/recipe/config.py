@@ -1,22 +1,11 @@
 """The configuration of one recipe data job (``DataJobConfig``) and loading it from YAML / JSON.
 
-Decisions
----------
-* **Strict.** Every model forbids unknown fields, so a typo (``max_batch``) is an error naming the
-  field instead of a silently ignored budget.
-* **Paths.** ``inputs`` and ``exclude`` are files (an input may also be a directory). ``load_config``
-  resolves them relative to the config file's directory and stores absolute paths; a
-  ``DataJobConfig`` built in Python resolves relative paths against the process working directory
-  (``resolved()``). Paths inside ``params`` / ``calibration.params`` belong to the plugin and are
-  left alone.
-* **Budgets.** ``max_batches`` (default 1) bounds how many generate → … → select rounds run;
-  ``max_candidates`` (default unlimited) bounds the total number of *raw* candidates consumed from
-  the generator over all batches — a batch that would go past it is cut at the budget.
-* **Execution** settings are part of the config (and of its identity for resume) but never of the
-  dataset's content: the result is the same for any ``max_workers`` / ``batch_size`` / ``backend``.
-  ``prefetch`` bounds the chunks in flight (default ``2 * max_workers``).
-* JSON is read as YAML (a subset), so both go through ``config_files.read_yaml`` (with its
-  ``${ENV}`` interpolation) and errors name the file and the field.
+Every model forbids unknown fields. ``load_config`` resolves ``inputs`` / ``exclude`` relative to
+the config file (a config built in Python: to the working directory, ``resolved()``); plugin
+params are left alone. Budgets are ``max_batches`` and ``max_candidates``; execution settings are
+part of the identity for resume but never change the dataset.
+
+Decisions: docs/recipes.md#configuration
 """
 
 from __future__ import annotations

@@ -1,55 +1,15 @@
 """Running a recipe data job: generate → clean → dedup/exclude → calibrate → select → publish.
 
 ``run_data_job(config, output_dir, resume=False)`` runs the whole job in a dedicated coordinator
-thread that owns its own asyncio event loop (the calibrator is created and awaited there), the
-SQLite checkpoint store and all snapshot I/O; the caller only waits. ``run_data_job_async`` is the
-same for callers inside an event loop.
+thread that owns its asyncio event loop, the SQLite checkpoint store and all snapshot I/O; the
+caller only waits (``run_data_job_async`` for callers inside an event loop). The output directory
+(owner-only) holds ``job.json``, ``config.json``, ``progress.json``, ``work/`` and the published
+``dataset/``. Calibration sees public tasks only and is committed before scoring; chunks are
+fixed by ``batch_size`` and merged in order, so the dataset does not depend on workers or
+backend; resume reuses committed blocks and is refused when the identity changed. Logs and
+errors carry counts and task ids only, never references.
 
-Output directory (owner-only)::
-
-    job.json        status running / succeeded / failed / cancelled (+ error, dataset_id)
-    config.json     the validated config
-    progress.json   stage and counters, rewritten after every committed block
-    work/           checkpoints.sqlite3, job.lock, batch-N-public.jsonl (diagnostic exports)
-    dataset/        the published snapshot (see ``snapshot``)
-
-Decisions
----------
-* **Order per batch.** Generate (``generate`` in the coordinator, or ``generate_shard`` in
-  workers) → ``clean`` in workers, chunks of ``batch_size`` → exclusion by task id, then exact
-  dedup, serially in pool order → calibrate the batch's new candidates → score → (ranked recipes)
-  rank → select over the whole pool. Only ``InsufficientDataError`` starts another batch.
-* **Dedup rules.** A task id seen before must carry byte-identical cleaned content (canonical JSON
-  of input, metadata, reference), else ``RecipeError``. A public input (canonical JSON) seen under
-  another id is a duplicate if the references agree, else ``RecipeError`` naming both ids. The
-  first occurrence wins. Excluded ids (``exclude`` files) never enter the pool.
-* **Budgets.** ``max_candidates`` counts raw generated candidates over all batches; a batch is cut
-  at the remaining budget (recorded as ``truncated``). When selection is still insufficient and no
-  batch or candidate budget is left, ``BudgetExhaustedError`` says what was used and what select
-  asked for.
-* **Calibration** sees ``PublicTask`` copies only. Chunks of ``batch_size`` tasks run as at most
-  ``max_workers`` concurrent calls; each returned batch is checked (exactly one attempt per
-  (task, repeat), JSON responses, JSON provenance) and committed *before* scoring, so a scoring
-  failure or a crash never repeats a model request that completed. ``failure_reason`` → score
-  ``None``. Without a calibrator no scores exist, ``SelectionContext.calibrated`` is false and the
-  manifest says ``"calibrated": false``.
-* **Ranked selection** (recipe has ``selection_policy``/``rank``/``finalize_selection``): each
-  candidate is ranked once in workers (its rank must depend only on itself and its scores), ranks
-  are indexed in SQLite, and the greedy ``select_ranked_candidates`` merge runs over the global
-  order; ``finalize_selection`` has the last word.
-* **Determinism.** Chunks are fixed by ``batch_size`` and merged in order, calibration results are
-  keyed by (batch, chunk), and the report holds no timings or execution settings, so the dataset
-  (and ``dataset_id``) does not depend on ``max_workers``, ``backend`` or ``batch_size``.
-* **Resume** reuses every committed block; generation without shards is replayed (it must be
-  deterministic) and committed chunks are skipped. Resume is refused (``ResumeRefusedError``) when
-  the identity — config, inputs, exclude files, recipe / calibrator / executor sources — changed.
-  Sources are checked again just before publishing. A job whose ``dataset/`` exists resumes to that
-  snapshot after verifying it.
-* **Failures.** Only OSError / TimeoutError are retried (``max_retries``, backoff capped at 60 s).
-  Cancellation (cancel event or KeyboardInterrupt) stops at the next block, waits for workers,
-  closes the store, then writes ``job.json`` status ``cancelled``. A second interrupt does not cut
-  the cleanup short.
-* **No references in logs.** Log lines and error messages carry counts and task ids only.
+Order, dedup rules, budgets, resume and failures: docs/recipes.md#executor
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """Exporting a snapshot's training view to a Hugging Face ``datasets`` directory.
 
-``export_hf_dataset(snapshot, out_dir)`` writes ``train.jsonl``'s rows with
-``datasets.Dataset.from_list(rows).save_to_disk(...)``, so ``datasets.load_from_disk(out_dir)``
-reads it back.
+``export_hf_dataset(snapshot, out_dir)`` saves ``train.jsonl``'s rows (read through the verifying
+``Snapshot.training_rows()``) with ``datasets``, records the source identity in the dataset info
+and in ``corpus_source.json``, refuses an existing non-empty ``out_dir`` and renames an owner-only
+temp directory into place. ``datasets`` is imported lazily.
 
-Decisions
----------
-* **Source identity is recorded twice**: in the dataset info ``description`` (a JSON object, so it
-  travels with the ``datasets`` metadata in ``dataset_info.json``) and in ``corpus_source.json``
-  next to the data files: ``dataset_id``, the sha256 of the source ``manifest.json``, the digest of
-  ``train.jsonl``, the recipe factory and the row count.
-* **New directory only.** An existing non-empty ``out_dir`` is refused; the export is written to a
-  temp directory beside it and renamed into place, owner-only (training rows may hold answers).
-* The rows are read through ``Snapshot.training_rows()``, which verifies the file digest first.
-* ``datasets`` is imported lazily, so the rest of the package does not need it.
+Decisions: docs/recipes.md#hugging-face-export
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
 """The identity of a data job: config, declared inputs, exclusion files and source digests.
 
-A job's identity decides whether ``--resume`` may reuse its checkpoints and is recorded in the
-manifest of the dataset it publishes.
+It decides whether ``--resume`` may reuse checkpoints and is recorded in the published manifest.
+Components are compared one by one so a refusal can say *what* changed; executor sources are
+found from the import closure of this package (no hand list to go stale); source files are keyed
+relative to the folder holding ``corpus_assets`` (or the project root), so a checkout elsewhere
+has the same identity. ``identity_digest`` digests all components.
 
-Decisions
----------
-* Components, compared one by one so a refusal can say *what* changed:
-  ``config`` (the whole validated config, execution settings included), ``inputs`` and
-  ``exclude`` (sha256 of each declared file; a directory digests its files' relative paths and
-  contents), ``recipe_sources`` (the factory module's file plus ``recipe.source_files()``),
-  ``calibrator_sources`` (the calibrator factory's module file) and ``executor_sources`` (every
-  module the executor really runs: the ``corpus_assets`` modules in the import closure of this
-  package, ``examples/`` excluded, found by reading the import statements, so no hand list can
-  go stale when a helper moves).
-* Source files are keyed by their path relative to the folder holding the ``corpus_assets``
-  package (``corpus_assets/domain/recipe/executor.py``) or, outside it, relative to the project
-  root; only a file outside both keeps its absolute path. A checkout in another folder therefore
-  has the same identity, and moving or renaming a module changes it (the safe direction).
-* ``identity_digest`` is the digest of the canonical JSON of all components.
+Components and decisions: docs/recipes.md#job-identity
 """
 
 from __future__ import annotations

@@ -1,29 +1,13 @@
 """The recipe protocol (seed 002): the types a recipe, a calibrator and the executor share.
 
-A recipe is any object created by an importable ``module:callable`` factory called as
-``factory(**params)``; it is duck-typed against ``DataRecipe`` (and optionally
-``ShardedDataRecipe`` / ``RankedDataRecipe``) and need not inherit from them.
+A recipe is any object made by an importable ``module:callable`` factory, duck-typed against
+``DataRecipe`` (optionally ``ShardedDataRecipe`` / ``RankedDataRecipe``). ``PublicTask`` is what a
+calibrator sees; the private ``reference`` lives only on ``DataSample``. Only
+``InsufficientDataError`` (a request, not a ``RecipeError``) asks for another batch. A calibrator
+returns exactly one ``Attempt`` per (task, repeat) (``check_attempts``); ranked selection is the
+deterministic greedy merge ``select_ranked_candidates``.
 
-Decisions
----------
-* **Public vs private.** ``PublicTask`` is what a calibrator (and ``public.jsonl``) sees: a stable
-  ``task_id``, the domain ``input`` and public ``metadata``. The private ``reference`` lives only on
-  ``DataSample``; no answer may appear in public fields. All three must be JSON-serializable.
-* **Control flow.** Only ``InsufficientDataError`` (raised by ``select`` / ``finalize_selection``)
-  asks the executor for another batch. Every other error fails the job (after the executor's
-  transient retries, which are for ``OSError`` / ``TimeoutError`` only).
-* **Error hierarchy.** ``RecipeError`` is a ``ValueError``; budget, resume and calibration protocol
-  violations are subclasses so a caller can tell them apart. ``InsufficientDataError`` is *not* a
-  ``RecipeError``: it is a request, not a failure.
-* **Calibration.** A calibrator is an object with ``async def __call__(tasks, context) ->
-  CalibrationBatch``; it must return exactly one ``Attempt`` per (task, repeat). ``check_attempts``
-  enforces that (duplicate, missing or unknown → ``CalibrationProtocolError``). A non-empty
-  ``failure_reason`` means "completed without a usable response" and scores ``None``.
-* **Ranked selection** is a deterministic greedy merge (``select_ranked_candidates``): candidates
-  come sorted by ``(priority, tie_breaker, task_id)``; first every group's minimum is met in the
-  policy's dict order, then the rest is filled by global rank; ``maximum_per_bucket`` is respected
-  throughout and no task is selected twice. It is not a solver for arbitrary overlapping
-  constraints.
+Decisions: docs/recipes.md#protocol
 """
 
 from __future__ import annotations

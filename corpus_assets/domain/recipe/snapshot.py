@@ -1,28 +1,12 @@
 """The published dataset of a data job (``<output>/dataset/``): writing it atomically, verifying it.
 
-Layout (directory 0700, files 0600 — it holds private references)::
+Directory 0700, files 0600 (it holds private references): ``public.jsonl``, ``references.jsonl``,
+``train.jsonl``, ``probes.jsonl``, ``report.json`` and ``manifest.json``. ``dataset_id`` digests the
+content files only, so it does not depend on where or how the job ran. Publication is a rename
+of a fsynced temp directory; ``load_snapshot`` and every accessor re-verify the files they read
+(``SnapshotError`` names the file).
 
-    public.jsonl      {"task_id", "input", "metadata"} per selected task — never a reference
-    references.jsonl  {"task_id", "reference"}, same tasks, same order
-    train.jsonl       the recipe's training_row per task (always carrying "task_id"), same order
-    probes.jsonl      {"task_id", "repeat", "response", "failure_reason", "score"} per calibration
-                      attempt of a selected task, grouped in task order, repeats ascending
-    report.json       generation, cleaning, exclusion, dedup, calibration and selection stats
-    manifest.json     identity, file digests, config, sources, inputs, calibration provenance
-
-Decisions
----------
-* **Identity.** ``dataset_id`` is the digest of the content files' sha256 (the five files above
-  the manifest). It does not depend on where or how the job ran (paths, worker count, backend);
-  those are recorded in the manifest, whose own sha256 is ``Snapshot.manifest_digest``.
-* **Atomic publication.** Files are written into a temp directory next to the destination,
-  fsynced, and the directory is renamed into place; a crash leaves no partial ``dataset/``.
-* **Verification.** ``load_snapshot`` re-hashes every file against the manifest, recomputes
-  ``dataset_id``, checks each file's row count and that public / references / train list the
-  same task ids in the same order (and probes follow that order). Every accessor
-  (``public_tasks``, ``references``, ``training_rows``, ...) re-verifies the file it reads, so a
-  file changed after loading is caught too. Failures raise ``SnapshotError`` naming the file.
-* JSONL rows are canonical JSON (sorted keys, UTF-8), one per line.
+Layout and decisions: docs/recipes.md#published-dataset
 """
 
 from __future__ import annotations

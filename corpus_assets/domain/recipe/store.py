@@ -1,20 +1,11 @@
 """The SQLite checkpoint store of a data job: ``<output>/work/checkpoints.sqlite3``.
 
-Decisions
----------
-* **One transaction per committed block.** A block is a cleaned chunk (or a generation shard)
-  together with its dedup/exclusion decisions, a calibration chunk (its validated attempts and
-  provenance), a scoring chunk, a ranking chunk, a selection outcome, or a projection chunk. The
-  block's marker row in ``blocks`` is written in the same transaction as its data, so after a crash
-  a block is either entirely there (and reused on resume) or not at all (and recomputed).
-* WAL journal, ``synchronous=FULL``; the connection is created and used by the coordinator thread
-  only.
-* Candidates keep their pool order in ``seq`` (rowid, contiguous from 1: rows are only ever
-  appended). ``task_id`` and ``input_key`` are UNIQUE, so the dedup index lives on disk.
-* Selection sees the pool through ``PoolSamples`` (a ``Sequence[DataSample]`` reading rows on
-  demand) and ``PoolScores`` (a ``Mapping[str, list[Optional[float]]]``); iteration streams,
-  random access issues one query per item.
-* The file and its directory are owner-only (they hold references).
+One transaction per committed block, its marker row in ``blocks`` written with its data, so after
+a crash a block is entirely there (reused on resume) or not at all. WAL, ``synchronous=FULL``,
+used by the coordinator thread only; candidates keep their pool order in ``seq`` and ``task_id`` /
+``input_key`` are UNIQUE. The file and its directory are owner-only (they hold references).
+
+Decisions: docs/recipes.md#checkpoint-store
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
 """Worker functions (clean, generate a shard, score, rank, project) and the bounded, ordered pool.
 
-Decisions
----------
-* **Every worker builds its own recipe** from the importable factory (``factory(**params)``),
-  cached per thread (thread backend) or per process (process backend, ``spawn``). No instance
-  state crosses stages, so a recipe must not rely on state left by generation or calibration.
-* **Results do not depend on the worker count.** Work is cut into chunks of ``batch_size`` in a
-  fixed order and ``WorkerPool.map_ordered`` yields results in submission order, whatever order
-  they finish in; the coordinator merges them serially.
-* **Bounded prefetch.** At most ``prefetch`` chunks are submitted ahead of the one being
-  consumed; the argument iterator (e.g. a lazy ``generate()``) is pulled only as slots free up.
-* **Retries** are for ``OSError`` and ``TimeoutError`` only (``is_retryable``), at most
-  ``max_retries`` times per chunk, with exponential backoff ``retry_delay * 2**attempt`` capped at
-  60 s. Everything else — validation errors included — fails at once.
-* **Cancellation.** Waiting polls the cancel event; a cancelled pool raises ``JobCancelled`` and
-  ``shutdown`` waits for running workers (queued chunks are dropped). A ``KeyboardInterrupt``
-  raised inside a worker is treated as cancellation.
-* Worker-side validation errors name the task id, the repeat and the field, never a reference.
+Every worker builds its own recipe from the factory (no instance state crosses stages); work is
+cut into chunks of ``batch_size`` and ``WorkerPool.map_ordered`` yields results in submission
+order, so results do not depend on the worker count. Prefetch is bounded; only ``OSError`` /
+``TimeoutError`` are retried (capped exponential backoff); cancellation waits for running
+workers. Errors name task id, repeat and field, never a reference.
+
+Decisions: docs/recipes.md#workers
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
 """Publish one release: gather its inputs, compute the build id, stage its shards, write the
 manifest and data card, publish by Algorithm 18.3 and register the version.
 
-The release directory is ``<releases_root>/<release>/<build_id>/``::
+The build directory holds ``manifest.json``, optional ``manifest.sig`` and ``data_card.md`` and
+``shards/<split>/``, hard links into the immutable shard set of ``packed_shards`` where the
+filesystem allows (else copies). With an object-store data root the build is published locally
+and mirrored by ``mirror``, which first pulls a build already sealed there.
 
-    manifest.json            ReleaseManifest (docs/release_manifest.schema.json); never its own digest
-    manifest.sig             Ed25519 signature of the manifest digest, when CORPUS_SIGNING_KEY is set
-    data_card.md             for humans: uses, sources, transforms, statistics, limits, audit reports
-    shards/<split>/          the packed shards (hard links into the shard set when the filesystem
-                             allows, else copies) and the split's shards.json
-
-Shards are linked from the content-addressed shard set of ``packed_shards``; both are immutable, so
-a hard link is as good as a copy and costs no space.
-
-When the data root is an object store, the build is published locally as above and mirrored to
-``<url>/releases/`` by release_mirror (a build already sealed there is pulled first, so the
-local publish reuses or conflicts with the shared copy).
+Layout: docs/releases.md#building-a-release
 """
 
 from __future__ import annotations

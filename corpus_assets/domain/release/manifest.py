@@ -1,35 +1,12 @@
 """The release manifest (machine-readable) and the data card (for humans).
 
-The manifest answers the four questions of a traceable training-data version (§18.7): which
-sources were allowed in (sources with license, rights evidence, allowed uses, snapshot
-versions); which transforms decided content and labels (pipeline transforms with policy
-versions, stage counts by reason, dedup, decontamination, tokenizer); what a trainer actually
-consumes (shards with every file's sha256, the sampling policy and the four denominators); and
-what to do when a source is withdrawn (tombstone generation and requests applied, layer versions
-for lineage; consumption lives in the release registry).
+``ReleaseManifest`` (pydantic, unknown fields refused everywhere) is the contract; ``write_schema``
+exports its JSON Schema to ``docs/release_manifest.schema.json`` and a test keeps the two equal.
+``version`` is the build id; ``content_digest``, ``artifacts`` and ``data_card`` are filled by
+``publish.py`` (a manifest is never part of its own digest). Public by design: aggregates, ids,
+digests and policies only. ``render_data_card`` renders the Markdown card.
 
-Decisions
----------
-* **One pydantic model, one JSON Schema.** ``ReleaseManifest`` (``extra="forbid"`` everywhere, so a
-  misspelt field is an error, not silently kept) is the contract; ``write_schema`` exports its
-  JSON Schema to ``docs/release_manifest.schema.json`` and a test keeps the committed file equal
-  to the generated one.
-* **Flexible where the caller's data is dict-shaped**: policies (transforms, dedup, detector,
-  mixture) and statistics (cluster stats, contamination) are ``dict[str, Any]`` — their own
-  layers own those shapes and their versions are recorded next to them.
-* **Identity fields**: ``version`` is the build id (the manifest format requires
-  ``version == build_id``); ``content_digest`` is the digest of the artifacts, computed by
-  ``publish.py``, which also fills ``artifacts`` and ``data_card`` — the manifest is never part
-  of its own digest.
-* **The four denominators** (source records, sampled records, materialized tokens, label tokens)
-  are four separate fields per source, never folded into one rate.
-* **consumed_by_runs** is what was known at publish time (usually empty); the release registry
-  (``release_registry.consumers``) is the live source of truth.
-* **Public by design**: only aggregates, ids, digests and policies — never record text, PII, private
-  references or benchmark items. Fine-grained lineage stays in the access-controlled layers;
-  ``layer_versions`` points at them.
-* **environment_digest** = sha256 over the sorted ``name==version`` lines of every installed
-  distribution (names normalized per PEP 503), i.e. a ``pip freeze``-like view of the environment.
+Fields and decisions: docs/releases.md#the-manifest
 """
 
 from __future__ import annotations

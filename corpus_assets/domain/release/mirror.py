@@ -1,27 +1,12 @@
 """Algorithm 18.3 on an object store: releases mirrored under ``<url>/releases/<release>/<build_id>/``.
 
-The local publish (publish.py) stays the place where a build is staged, verified and made
-immutable; this module makes the object store the shared authority around it:
+The local publish (``publish.py``) stays where a build is staged, verified and made immutable.
+``pull_release`` first brings down a build already sealed in the store, so the local publish
+reuses or conflicts with that copy; ``push_release`` then claims the build id (a conditional
+create of ``.claim``), uploads everything, seals it by creating ``manifest.json`` last and only
+then replaces ``CURRENT``. A crash leaves an unsealed prefix nobody reads, or the old pointer.
 
-* **Before** the local publish, ``pull_release`` brings down a build already sealed in the store
-  (published from another machine), so the local publish compares against *that* copy: same
-  content → reuse it byte for byte; different content → ``ReleaseConflictError``.
-* **After** it, ``push_release`` uploads the build. Object stores have no atomic directory rename,
-  so the decision point is a conditional create instead:
-
-  1. a sealed build (``manifest.json`` present) with the same content digest is reused, another
-     digest is a conflict;
-  2. otherwise the publisher claims the build id by creating ``.claim`` (``If-None-Match: *``)
-     holding its content digest. A claim with another digest is a conflict; one with ours means a
-     concurrent publisher of the same content: we wait for its seal, and take over a claim older
-     than ``STALE_AFTER_SECONDS`` (a publisher that died mid-upload);
-  3. the claimant uploads every artifact and descriptor, then ``manifest.json`` last, again as a
-     conditional create — the seal. Consumers never read a build without it;
-  4. only then is ``releases/<release>/CURRENT`` replaced (one PUT: atomic).
-
-A crash before (3) leaves an unsealed prefix that nobody reads and the next publisher of the
-build id overwrites; a crash between (3) and (4) leaves the old pointer, and the next publish
-reuses the sealed build and moves it.
+Steps and crash cases: docs/releases.md#mirror
 """
 
 from __future__ import annotations

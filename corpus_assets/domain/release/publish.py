@@ -1,72 +1,15 @@
 """Idempotent, crash-safe publication of a release directory (Algorithm 18.3).
 
-Layout under the releases root::
+``<releases_root>/<release>/<build_id>/`` is one immutable published version (``manifest.json``,
+optional ``manifest.sig`` and ``data_card.md``, the artifacts) and ``CURRENT`` names the build
+consumers read; publishers stage in locked ``.tmp-<uuid>/`` directories. ``build_id`` names what
+was asked for, ``content_digest`` what was produced (the manifest is never part of it). Same
+build id and content → reuse (CURRENT still moves); same build id, different content → conflict,
+nothing published. Stage, fsync, ``rename`` and an atomic CURRENT replace mean that a SIGKILL or
+power loss at any instant leaves the previous or the new complete version (POSIX rename
+semantics; object stores: ``mirror``). ``verify_release`` re-hashes a release directory.
 
-    <releases_root>/<release>/<build_id>/            one immutable published version
-        manifest.json                                 canonical JSON (sorted keys); lists every artifact
-        manifest.sig                                  optional Ed25519 signature of manifest.json (signing.py)
-        data_card.md                                  optional, rendered from the manifest
-        <artifacts...>                                whatever ``stage()`` wrote (shards, reports, ...)
-    <releases_root>/<release>/CURRENT                 text: the build id consumers should read
-    <releases_root>/<release>/.tmp-<uuid>/            a publisher's staging area (invisible to consumers)
-    <releases_root>/<release>/.conflict-<build_id>-<uuid>/   kept diagnostics of a refused publish
-
-Decisions
----------
-* **Two identities, kept apart.** ``build_id`` = sha256 of the canonical JSON of the complete build
-  spec (release spec, code versions, input data versions, tokenizer digest, eval registry digest,
-  tombstone generation): it names what was *asked for* and is known before anything is built.
-  ``content_digest`` = sha256 of the canonical JSON of the sorted ``[path, sha256, bytes]`` of every
-  artifact: it names what was *produced*. The manifest contains the content digest and is not
-  part of it (no self-reference); ``manifest.sig`` and a rendered ``data_card.md`` are descriptors
-  too: they describe the content and may quote its digest, so they are written after it is known
-  and are outside it. The data card is instead listed in the manifest (``data_card`` entry with its
-  sha256), so ``verify_release`` still detects a changed card, and the signature covers the card
-  through the manifest.
-* **Same build id, same content → reuse; same build id, different content → conflict.** Only the
-  content digest is compared; a manifest that differs only in descriptive fields (a timestamp, a
-  note) does not make a conflict, and the copy already published is kept byte for byte — a
-  published directory is never modified. On conflict nothing is published: our staged copy is
-  moved to ``.conflict-<build_id>-<uuid>/`` with a ``conflict.json`` listing the differing files,
-  and ``ReleaseConflictError`` names both digests and that directory.
-* **Reuse still moves CURRENT to the build id.** Publishing a build id means "consumers should now
-  read this build"; if the directory already exists (a concurrent publisher won, or a previous
-  run crashed between the rename and the pointer update), the pointer is set to it. When CURRENT
-  already names it (the ordinary idempotent retry), nothing is written at all.
-* **Signing** happens inside the staging directory, before the rename, so a published directory is
-  complete including its signature. A reused directory keeps whatever signature it was published
-  with (it is immutable).
-* **Stale staging directories** are found by lock, not by age or pid: a publisher creates its
-  staging directory under ``.new-<uuid>``, takes an exclusive ``flock`` on the directory itself
-  and only then renames it to ``.tmp-<uuid>`` (a rename keeps the inode, so the lock stays). A
-  ``.tmp-*`` directory is therefore always locked by a live publisher or left by a dead one; the
-  kernel drops ``flock`` locks when a process dies, even under SIGKILL. The next publish of the
-  release removes every ``.tmp-*`` whose lock it can take. Why not age: a slow, healthy publish
-  (large shards) could be older than any threshold; why not a pid file: pids are reused and a pid
-  from another host means nothing. A ``.new-*`` directory only exists for the instant between
-  ``mkdir`` and ``flock``; those are removed when older than an hour. Without ``fcntl`` (Windows)
-  the fallback is age: ``.tmp-*`` older than ``STALE_AFTER_SECONDS``.
-* **Concurrent publishers of the same build id** both stage and verify their own copy; the first
-  ``rename(tmp, <build_id>)`` wins, the other sees the target exist (or its rename fails with
-  ENOTEMPTY / EEXIST) and takes the compare → reuse path, so both return the same content digest
-  and exactly one returns ``reused=False``.
-
-Crash argument (SIGKILL or power loss at any instant)
-------------------------------------------------------
-Consumers resolve ``CURRENT`` and read ``<build_id>/``; they never list dot-directories. The steps
-are: (1) write and fsync every artifact, the manifest and the signature in ``.tmp-<uuid>/``, and
-fsync every directory in it; (2) ``rename(.tmp-<uuid>, <build_id>)`` and fsync the release
-directory; (3) write CURRENT to a temporary file, fsync, ``os.replace`` it over CURRENT, fsync the
-directory. Before (2) the only new thing is a dot-directory, so CURRENT still names the previous
-complete version (or does not exist). ``rename`` is atomic: ``<build_id>/`` either does not exist
-or exists with all its (already durable) files — it is never partial. Between (2) and (3),
-CURRENT still names the previous version, and the next publish of the same build id finds the
-complete directory, verifies it, reuses it and moves CURRENT. ``os.replace`` is atomic, so (3)
-leaves either the old or the new pointer. A crashed publisher leaves at most a ``.tmp-*``
-directory, removed by the next publisher (see above). This relies on a POSIX local file system
-(atomic same-directory rename); with an object-store data root, release_mirror.py runs the same
-algorithm against the store after this local publish, with conditional creates as the decision
-points.
+Protocol, crash argument and decisions: docs/releases.md#the-publish-protocol-algorithm-183
 """
 
 from __future__ import annotations

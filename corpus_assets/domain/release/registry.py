@@ -1,33 +1,12 @@
 """The release registry and consumption records, on the control-plane catalog.
 
-The file system says what a release version *contains* (``publish.py``); the registry says what
-its *status* is — ``published``, ``superseded`` or ``revoked`` — and which training runs consumed
-it, so a deletion request can name the runs affected by a revoked version (§18.7: deletion lineage
-goes forward from a source to every derived artifact *and* to the runs that used it).
+The file system says what a release version *contains*; the registry says its *status*
+(``published``, ``superseded``, ``revoked``) and which training runs consumed it, so a deletion
+request can name the runs a revoked version affects. One published version per release;
+writes are idempotent and each function is one catalog transaction; revocations never forget a
+recorded consumer; consuming a revoked version is refused unless ``allow_revoked=True``.
 
-Tables (defined in ``catalog.py``): ``release_registry`` (release, build_id, content_digest, path,
-status, published_at, revoked_at, successor_build_id, revocation_json) and ``consumption``
-(run_id, release, build_id, consumer, consumed_at, note).
-
-Decisions
----------
-* **One published version per release.** ``register_published`` marks every other ``published``
-  row of the release ``superseded``; ``revoked`` rows stay revoked. Registering a ``superseded``
-  build again makes it the published one again (a rollback: ``publish_release`` of an existing
-  build id also moves CURRENT back). Registering a revoked build is refused: a revoked version
-  comes back only as a new build (a new tombstone generation makes a new build id).
-* **Idempotent writes.** Registering the same (release, build_id, content_digest, path) again is a
-  no-op (``published_at`` keeps the first time); the same build id with another content digest is
-  a ``RegistryConflictError`` (Algorithm 18.3). Revoking again with the same successor is a no-op
-  except that new request ids and runs are added (union, sorted); another successor is refused.
-  Recording the same (run, release, build) consumption again keeps the first record.
-* **Affected runs are never forgotten**: ``revoke`` stores the given runs united with every run
-  recorded in ``consumption`` for that build, so a caller cannot drop one by omission.
-* **Consuming a revoked version is refused** (``RevokedReleaseError``, naming the successor) unless
-  ``allow_revoked=True`` (e.g. reproducing an old experiment on purpose). Unknown build ids are
-  refused always.
-* Each function is one catalog transaction (read + check + write together), so two processes
-  racing on the same rows serialize in DuckDB. Timestamps are returned as ISO-8601 UTC strings.
+Tables, calls and decisions: docs/releases.md#registry-and-consumption-records
 """
 
 from __future__ import annotations

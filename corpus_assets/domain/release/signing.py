@@ -1,26 +1,12 @@
 """Optional Ed25519 signatures for release manifests: who vouches for this content digest.
 
-A content digest detects changed bytes, but whoever can replace the artifacts can also replace the
-manifest next to them; a self-declared digest proves nothing about origin (§18.7, trust
-boundary). Authenticity comes from a key kept outside the release: the publisher signs with a
-private key from the environment, a consumer verifies with a public key file it holds itself.
+Whoever can replace the artifacts can replace the manifest too, so authenticity comes from a key
+kept outside the release: the publisher signs the sha256 of the exact ``manifest.json`` bytes with
+``CORPUS_SIGNING_KEY`` (unset: unsigned) into ``manifest.sig``; a consumer verifies with a public
+key file it holds itself. A key file inside the release's directory is refused, and error messages
+never echo key material.
 
-Decisions
----------
-* **What is signed**: the sha256 of the exact ``manifest.json`` bytes (32 raw bytes). The manifest
-  lists every artifact with its sha256, the content digest and the data card's sha256, so one
-  signature covers the whole release.
-* **``manifest.sig``** is canonical JSON: ``{"format": "corpus-release-sig/1", "algorithm":
-  "ed25519", "key_id": <sha256 hex of the raw 32-byte public key>, "manifest_sha256": <hex>,
-  "signature": <base64>}``. The key id says *which* key signed; verification compares it with the
-  id of the key the verifier trusts and refuses a mismatch before checking the signature.
-* **Private key** from ``CORPUS_SIGNING_KEY``: base64 of the 32-byte raw private key, or a PEM
-  (PKCS#8, unencrypted) — both accepted; anything else is refused with a message that never
-  echoes the value. Unset or empty means "do not sign".
-* **Public key** for verification: a file (PEM, base64 of the raw 32 bytes, or the raw 32 bytes) or
-  the same forms as bytes. A key *file* inside the release directory (or the release's parent
-  directory holding CURRENT and the other builds) is refused: a key shipped with the data is no
-  trust boundary.
+Format and decisions: docs/releases.md#signing
 """
 
 from __future__ import annotations

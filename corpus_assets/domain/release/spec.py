@@ -1,22 +1,13 @@
 """``releases/<name>.yaml``: what a release is built from, checked completely when it is read.
 
-A spec names its snapshots and, per build step, a typed section: ``dedup``
-(``ReleaseDedupPolicy``), ``split`` (``SplitPolicy``), ``tokenizer`` (``TokenizerSpec``),
-``token_views`` (``TokenViewPolicy``), ``mixture`` (``MixtureSpec``), ``packing``
-(``PackingSection``) and ``shards`` (``ShardSpec``). Every section forbids unknown fields, and
-``load_release_spec`` checks types, ranges and the rules that span fields or sections (a
-``tokenizer.path`` that exists relative to the releases folder, one chat template for the
-tokenizer and the views, ``boundary: bos`` with a ``bos_token``, shards that hold whole blocks,
-mixture weights over the release's own sources): a bad spec is refused with errors that name the
-file and the field, before any asset runs. Only ``packing.pad_token`` / ``bos_token`` wait for the
-tokenizer (their ids are looked up by ``packed_shards``).
+A spec names its snapshots and one typed section per build step (``dedup``, ``split``,
+``tokenizer``, ``token_views``, ``mixture``, ``packing``, ``shards``), each forbidding unknown
+fields; ``load_release_spec`` also checks the rules that span fields or sections, so a bad spec
+is refused, naming file and field, before any asset runs. ``ReleaseSpec.as_written()`` (the
+sections as written, not their typed dumps) is the identity in build ids, so section defaults
+never change a build id.
 
-Registering a spec (the ``release_specs`` sensor) adds its ``releases`` partition; an invalid spec
-is never registered. ``corpus releases check`` runs the same checks from the command line.
-
-``ReleaseSpec.as_written()`` is the spec's identity in build ids and in the sensor's cursor: the
-sections as written in the YAML, not their typed dumps, so the defaults of a section never enter
-(and never change) a build id.
+Sections, checks and identity: docs/releases.md#release-specs
 """
 
 from __future__ import annotations

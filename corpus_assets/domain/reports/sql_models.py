@@ -1,27 +1,12 @@
 """dbt-like SQL models: one ``.sql`` file = one model, dependencies from its template expressions.
 
-Template forms (nothing else is allowed between ``{{ }}``):
+Templates are ``ref('asset'[, 'table' | 'manifest'])``, ``ref('model')``, ``decisions()`` and
+``catalog('table')``; anything else is an error. Each ref is a DuckDB view over the *current*
+Parquet versions of every partition (scalar columns only, owner-only tables refused, an empty
+relation with the declared columns when nothing is materialized yet); catalog rows are read
+through the retrying connection of ``catalog.py``. Errors start with ``file:line``.
 
-* ``{{ ref('asset') }}`` — an asset's main table; ``{{ ref('asset', 'table') }}`` — another table
-  of it; ``{{ ref('asset', 'manifest') }}`` — one row per current partition version with its
-  manifest (``build_spec_json``, ``extra_json``: the layer's report, targets, policies);
-* ``{{ ref('model') }}`` — another SQL model's stored result;
-* ``{{ catalog('table') }}`` — a control-plane table of ``catalog.duckdb`` (deletion requests,
-  tombstones, release registry, consumption), restricted to ids, statuses, counts and times.
-
-Each ref becomes a DuckDB view over the *current* Parquet versions of every partition, so models
-always read complete versions. A partitioned layer's view carries its partition key as a column
-(``release`` for release layers; ``snapshot`` for snapshot layers, whose tables mostly hold it
-already). Only scalar columns are exposed (never token lists, signatures or raw bytes) and a
-layer may restrict its columns further; owner-only tables (raw bytes, quarantine, private
-references) cannot be referenced. A ref with nothing materialized yet is an *empty* relation with
-the declared columns, and the run says so in its notes — the model still runs.
-
-Catalog rows are copied into Arrow through the caller's reader (``read_catalog_table`` opens the
-catalog with the retrying connection of ``catalog.py``: DuckDB allows one writer process, so a
-plain read-only ATTACH while a sensor writes can fail) and registered as a view.
-
-Errors (parse, resolve, execute) start with ``file:line``.
+Template forms and rules: docs/reports.md#sql-models
 """
 
 from __future__ import annotations

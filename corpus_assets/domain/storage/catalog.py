@@ -2,7 +2,8 @@
 registry, consumption records, deletion requests and tombstones.
 
 The release / consumption / deletion tables are created here (one schema for every process) and
-operated by their own modules: ``release_registry.py`` and ``deletion.py`` / ``tombstones.py``.
+operated by their own modules: ``release/registry.py`` and ``deletion/requests.py`` /
+``deletion/tombstones.py``.
 
 DuckDB lets one process at a time open a database file for writing, so every operation opens a
 connection, runs one short transaction and closes it; the connection factory retries while

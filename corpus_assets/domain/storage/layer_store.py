@@ -1,30 +1,15 @@
 """Versioned Parquet layers: the storage contract of the architecture guide.
 
-Layout under the data root::
+``layers/<asset>/<partition>/<version>/<table>/part-*.parquet`` plus ``_manifest.json``, and
+``CURRENT`` naming the current version. A version is staged under a locked ``.tmp-*``
+(``dir_locks``), verified, renamed into place and published by replacing ``CURRENT`` only if it
+still names what it named when the writer started (else ``ConcurrentUpdateError``), so readers
+only ever see complete versions. With an object store the store is the authority (files, then the
+``_manifest.json`` seal, then ``CURRENT``) and the local directory a cache of immutable,
+content-named versions. Row groups depend on the row sequence only, so the bytes (and the version
+name) do not depend on the caller's batch size.
 
-    layers/<asset>/<partition>/<version>/<table>/part-00000.parquet
-    layers/<asset>/<partition>/<version>/_manifest.json
-    layers/<asset>/<partition>/CURRENT            (text: the current version name)
-
-A version is written under ``layers/<asset>/<partition>/.tmp-*`` (locked by its writer, see
-dir_locks), verified, renamed into place and only then published by atomically replacing
-``CURRENT`` — if ``CURRENT`` still names what it named when the writer started; a writer that
-raced another (a purge, a second run of the partition) gets ``ConcurrentUpdateError`` instead of
-silently undoing it. A reader that resolves ``CURRENT`` therefore only ever sees complete
-versions; a crash leaves at most an unlocked ``.tmp-*`` directory, which the next writer of that
-partition removes.
-
-With an object store (``LayerStore(..., remote=ObjectStore)``, see object_store) the same layout
-is mirrored under the store's URL and the store is the authority: ``commit()`` uploads the
-version's files, then its ``_manifest.json`` (a conditional create: the seal), and only then
-replaces the remote ``CURRENT`` object. Readers resolve the remote ``CURRENT`` and open versions
-from the local directory, which is then a cache: a version missing there is downloaded into a
-staging directory, every file checked against the manifest digests, and renamed into place.
-Versions are immutable and named by their content digest, so a cached copy never goes stale.
-
-Determinism: rows are regrouped into row groups of a fixed size (by row count *and* bytes, both
-functions of the row sequence only), so the Parquet bytes — and hence the version name, which
-is derived from the content digest — do not depend on the batch size the caller wrote with.
+Layout, publication and determinism: docs/storage.md#layer-store
 """
 
 from __future__ import annotations

@@ -1,22 +1,13 @@
 """A data root on an object store (``s3://``, ``gs://``, ``memory://`` ...) through fsspec.
 
-Why a mirror and not a file system: the readers of our layers (DuckDB, Polars, numpy memmaps of
-shards, Megatron's reader) want local files, and object stores have no atomic rename. So the
-object store is the *durable, shared* copy and a local directory is a cache of immutable,
-content-addressed versions plus the working area (staging, the DuckDB catalog, Dagster's home).
-Only three kinds of object are ever replaced in place — the ``CURRENT`` pointers — and a single
-PUT is atomic on every store we target: a reader sees the old or the new pointer, never a mix.
+The store is the durable, shared copy and a local directory a cache of immutable,
+content-addressed versions plus the working area, because our readers want local files and
+object stores have no atomic rename. Readers never see partial data because of *order*: data
+objects first, then the seal (a conditional create), then the ``CURRENT`` pointer (one atomic PUT).
+Selected by ``CORPUS_HOME=s3://...``; ``CORPUS_STORAGE_OPTIONS`` and ``CORPUS_LOCAL`` configure it.
 
-What keeps readers from seeing partial data is *order*, not rename: every data object of a
-version is uploaded before the object that seals it (a layer's ``_manifest.json``, a shard set's
-``_tree.json``, a release's ``manifest.json``), and the pointer moves only after the seal.
-Seals are written with a conditional create (S3 ``If-None-Match: *``; exclusive create on
-local and in-memory file systems), so of two writers of the same content-addressed name exactly
-one seals it and the other keeps what is there.
-
-Configuration: ``CORPUS_HOME=s3://bucket/prefix`` selects the store; ``CORPUS_STORAGE_OPTIONS``
-(JSON) passes fsspec options (for S3, ``{"client_kwargs": {"endpoint_url": ...}}``; the usual
-``AWS_*`` variables also work); ``CORPUS_LOCAL`` names the local cache and working root.
+Why and how: docs/storage.md#object-store
+Operating it: docs/operations.md#the-data-root-on-an-object-store
 """
 
 from __future__ import annotations

@@ -1,31 +1,13 @@
 """Group-hash splits: leakage groups -> salted hash u(g) in [0, 1) -> train / validation / test.
 
-What is stable here is the *group -> split* mapping, not the proportions (seed §18.5):
+What is stable is the *group -> split* mapping, not the proportions (seed §18.5). A leakage group
+is the declared ``group_id`` joined with the verified near-duplicate components of
+``dedup_clusters``; ``u(g)`` is the first 8 bytes of ``sha256(salt + NUL + key)`` over 2**64, the
+salt fixed and part of ``split_policy_version``. With ``previous`` (an earlier *published*
+assignment) published records never move; a group that would straddle splits is a ``Conflict``
+handled by ``conflict_policy`` and reported, never claimed as strict isolation. Pure Python.
 
-- **Leakage group** = declared groups (conversation, problem family, the document a chunk came
-  from; ``group_id`` in the seed's sense, kept apart from ``record_id``) joined with the
-  connected components of verified near-duplicate edges from ``dedup_clusters``
-  (:func:`leakage_groups`).
-- **u(g)** = ``sha256(salt + "\\0" + key)``, first 8 bytes big-endian / 2**64
-  (:func:`unit_interval`). The salt is fixed, recorded configuration (part of
-  :func:`split_policy_version`), not a knob to be re-rolled until the test score looks good.
-- **Split** = the first split whose cumulative boundary exceeds u (``u < 0.8`` -> train,
-  ``0.8 <= u < 0.9`` -> validation, else test for 0.8 / 0.1 / 0.1).
-- **Incremental releases** (:func:`assign` with ``previous``, the record -> split map of an
-  earlier *published* release): a record that was published in a split stays there, and new
-  records of a group follow the split of its previously published records. If a new
-  near-duplicate edge joins groups that were published in different splits, isolation is broken
-  for that group; this is reported as a :class:`Conflict` with the records involved and the
-  spec's ``conflict_policy`` applies (``quarantine_new``: the new records of the group are not
-  assigned, old records keep their splits and the report says isolation is broken for that
-  group; ``require_new_eval_version``: :class:`SplitConflictError`). Strict isolation is never
-  claimed silently: :meth:`SplitAssignment.report` says ``strict_isolation: false`` and names
-  the groups.
-- **Report**: realized record (and token) shares per split vs the target — they drift from
-  80/10/10 when group sizes differ — group counts, and the design effect / effective sample size
-  from the known group sizes and a declared intra-group correlation rho (:func:`design_effect`).
-
-Pure Python, no Dagster.
+Method and decisions: docs/tokens.md#splits
 """
 
 from __future__ import annotations

@@ -1,56 +1,14 @@
-"""Token views (issue 5): input ids, loss mask and character offsets for every record of a release.
+"""Token views: input ids, loss mask and character offsets for every record of a release.
 
-Rendering (``render``) turns a record into ``Segment``\\ s — pieces of text, each trainable or not.
-Every segment is encoded on its own (one ``Tokenizer.encode_batch`` call for all segments of all
-records of a batch, ``add_special_tokens=False``) and a view is the concatenation of its segments'
-ids, plus at most one inserted EOS. Segment boundaries are therefore token boundaries: the loss
-mask never splits a token, and a shared prompt has exactly the same ids in every view that uses it.
+``render`` turns a record into ``Segment`` pieces of text, each trainable or not; every segment is
+encoded on its own (one ``encode_batch`` per batch, ``add_special_tokens=False``, special tokens
+encoded as plain text) and a view is their concatenation plus at most one inserted EOS (offsets
+``(-1, -1)``). So the loss mask never splits a token and a shared prompt has the same ids in every
+view. Preference records give two views (``chosen`` / ``rejected``); a too-long record comes back
+as ``Rejected``. Views are cached by ``cache_key(record digest, tokenizer digest, view policy
+version)`` and built in bounded batches (``iter_token_view_batches``).
 
-Decisions
----------
-* **Template markers are plain text.** ``chatml-1`` renders a turn as
-  ``<|im_start|>{role}\\n{content}<|im_end|>\\n``; the markers are ordinary text encoded inside the
-  surrounding segment, whether or not the tokenizer has them as added tokens. The tokenizer is
-  used with ``encode_special_tokens=True`` (on a private copy), so text that *spells* a special
-  token — ``<|endoftext|>`` inside a web page, say — is encoded as plain text too and can never
-  produce the EOS id (or any special id).
-* **EOS** is ``tok.eos_id``, inserted once at the end of a view, never as filler: documents get
-  exactly one EOS (trainable); conversations, instructions, reasoning traces and preference views
-  get one EOS after the last turn (trainable iff the last turn is). Prompt-only views (tasks, and
-  reasoning under ``prompt_only``) end with the generation prompt ``<|im_start|>assistant\\n`` and
-  get no EOS. Inserted tokens have offsets ``(-1, -1)``.
-* **Loss**: documents — every token, EOS included. Chat-like records — by default only assistant
-  content (with its ``<|im_end|>\\n``) is trainable; headers (``<|im_start|>assistant\\n``), system,
-  user and tool turns are not. ``train_on="all"`` trains every token.
-* **Tool calls** are rendered inside the assistant turn as
-  ``<tool_call>{"id":…,"name":…,"arguments":…}</tool_call>`` and tool results as
-  ``<tool_response id="…">…</tool_response>``, so each result stays paired with its call id.
-* **Preference** records yield TWO views, ``variant="chosen"`` and ``variant="rejected"``, each =
-  shared prompt + ``<|im_start|>assistant\\n`` + answer. The prompt segments are encoded once and
-  the same ids are used in both views (segment kinds: prompt turns by role, then ``chosen`` or
-  ``rejected``).
-* **Reasoning** (``policy.reasoning``): ``whole_trace`` — ``<think>\\n{process}\\n</think>\\n\\n{answer}``
-  all trainable; ``answer_only`` — the same text, process masked, answer trainable;
-  ``prompt_only`` (RL) — the problem and the generation prompt only; process and answer are not
-  tokenized at all. The verdict is carried in ``TokenView.meta``.
-* **Tasks**: the public input only (metadata is not tokenized). A task's reference answer is not a
-  field of a record, so it cannot reach a view.
-* **Errors**: a message whose role the chat template does not know raises ``ChatTemplateError``
-  (naming template, role, record and position, never content); a tokenizer whose
-  ``chat_template_version`` differs from the policy's template raises ``ValueError``. A record
-  longer than ``policy.max_tokens`` (any of its views) is not an exception: it comes back as
-  ``Rejected(reason="token_views.too_long")``.
-* **Offsets** are character offsets into the view's rendered text (``rendered_text``), i.e. the
-  concatenation of its segments' texts.
-
-Cache: ``cache_key(record_digest, tokenizer_digest, view_policy_version(policy))``. The policy
-version covers the code version, the chat template and every policy field. ``token_views`` takes
-any ``MutableMapping`` as cache and only encodes records that miss.
-
-Bounded batches: ``iter_token_view_batches`` cuts the record stream by record count and by rendered
-characters, encodes each batch with one ``encode_batch`` call and yields the views, so memory stays
-bounded whatever the release size; ``views_to_table`` turns a batch into an Arrow table
-(``TOKEN_VIEWS_SCHEMA``) for a Parquet part.
+Rendering, loss and template decisions: docs/tokens.md#token-views
 """
 
 from __future__ import annotations

@@ -1,26 +1,12 @@
 """The ``token_views`` layer of a release: every kept record of every split, tokenized.
 
-Inputs: the release's ``splits`` (which records are kept and where they go), its ``tokenizer``
-(the frozen tokenizer.json stored in the tokenizer layer, re-checked against its digest) and the
-curated records of each snapshot. Output tables:
+Tables ``views`` (one row per view: identity columns, ``cache_key``, token columns,
+``label_tokens``) and ``decisions``. Rows are in a fixed order and tokenized in bounded batches,
+so memory does not grow with the release and the bytes do not depend on the cache. Views with
+the same ``cache_key`` in any release's current version are reused (token columns only),
+streamed into a memory-mapped Arrow IPC file beside the partition.
 
-* ``views`` — one row per view (two for a preference record): identity columns (record, split,
-  source, snapshot), the content-addressed ``cache_key`` and the token columns of
-  ``token_views.TOKEN_VIEWS_SCHEMA`` plus ``label_tokens`` (sum of the loss mask).
-* ``decisions`` — the decision record (``layers/decisions.py``), one row per record with a split:
-  accepted with its view tokens, or rejected with a reason code (``token_views.too_long``).
-
-Rows are in a fixed order (snapshots sorted, then the curated layer's record order), and the
-tokenizer work is cut into bounded batches (records and characters), so memory does not grow
-with the release and the bytes do not depend on which records came from the cache.
-
-Reuse: before tokenizing, the layer looks for views with the same ``cache_key`` (record digest,
-tokenizer digest, view-policy version) in the current ``token_views`` version of every release
-partition — this one included. Only the token columns are taken from a hit; identity columns
-always come from this release. A second release with the same tokenizer therefore tokenizes only
-records no release has tokenized before. The hits are streamed (a row group at a time) into an
-Arrow IPC file beside the partition and memory-mapped, so reused views cost file pages the kernel
-can drop, not heap: memory does not grow with the number of reused views either.
+Inputs, tables and reuse: docs/tokens.md#token-views-layer
 """
 
 from __future__ import annotations

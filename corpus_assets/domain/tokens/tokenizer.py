@@ -1,17 +1,11 @@
 """The release tokenizer: frozen, and identified by a digest.
 
-A release names its tokenizer in one of two ways (``TokenizerSpec``):
+``TokenizerSpec`` names a ``tokenizer.json`` on disk (``path``; nothing is fetched from a hub) or a
+byte-level BPE to learn (``train``; the caller passes only training-split texts). Either way the
+result is a ``FrozenTokenizer`` whose ``digest`` covers the canonical ``tokenizer.json``, the
+special tokens, the eos token and the chat template version: equal digests, equal token ids.
 
-* ``path`` — any HuggingFace ``tokenizer.json`` on disk (``load_tokenizer``); nothing is ever
-  fetched from a hub. GPT-2's tokenizer is produced offline from the ``openai-whisper`` source
-  package by ``scripts/gpt2_tokenizer_from_whisper.py``.
-* ``train`` — a byte-level BPE tokenizer learnt with ``tokenizers``' ``BpeTrainer``
-  (``train_bpe``). The caller passes ONLY the release's training-split texts: tokenizer learning
-  must never see validation or test data, and this module cannot tell splits apart itself.
-
-Either way the result is a ``FrozenTokenizer`` whose ``digest`` is a sha256 over a canonical
-serialization of its ``tokenizer.json`` (as ``tokenizers`` re-serializes it), the special tokens,
-the eos token and the chat template version. Equal digests mean equal token ids for every text.
+Details: docs/tokens.md#tokenizer
 """
 
 from __future__ import annotations

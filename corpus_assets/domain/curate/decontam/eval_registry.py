@@ -1,38 +1,11 @@
-"""The frozen registry of protected evaluation items.
+"""The frozen registry of protected evaluation items, named by its digest.
 
-Decontamination protects evaluation conclusions: before curation starts, the evaluation side
-hands over a frozen list of the benchmark items the training data must not contain, and a digest
-of that list. Every downstream manifest records the digest, so anyone can tell which version of
-which benchmarks a training-data release was checked against.
-
-Input: benchmark files in JSONL (optionally ``.jsonl.gz``), one item per line::
-
-    {"benchmark": "gsm8k", "item_id": "test-0013", "question": "...", "answer": "18", "solution": "..."}
-
-- ``benchmark`` names the benchmark; ``load_benchmark_jsonl(path, benchmark=...)`` can supply it
-  for files whose rows do not carry it (a row that carries a *different* one is an error);
-- ``item_id`` is required (string, or an integer that is turned into its decimal string);
-- each protected field (by default ``question``, ``answer``, ``solution``) becomes one
-  ``EvalItem``: one protected text of one item. A missing, ``null`` or blank field is simply not
-  protected; a row that protects no field at all is an error (it would silently protect nothing);
-- other keys are ignored (e.g. HumanEval's ``test``, kept in the exported files for reference);
-- blank lines are skipped; every other malformed line raises ``BenchmarkFormatError`` whose
-  message starts with ``file:line``.
-
-The registry keeps the texts exactly as given (no normalization: the matcher normalizes both
-sides itself, and the digest must change whenever a protected text changes). Items are sorted by
-``(benchmark, item_id, field)``, so the registry and its digest do not depend on file order.
-
-The digest is the SHA-256 of ``hashing.canonical_json`` of the sorted list of
-``{"benchmark", "item_id", "field", "text"}`` objects.
-
-A registry file (``write_registry`` / ``read_registry``) is Parquet (``.parquet``) with the digest
-in the schema metadata, or JSONL (anything else) with a header line; reading recomputes the
-digest and refuses a file whose content no longer matches it.
-
-Benchmark texts (and answers) are restricted material: nothing in this module or in the
-contamination report copies them anywhere but the registry file itself, which is written
-owner-only (0600).
+Before curation, the evaluation side hands over the benchmark items the training data must not
+contain; every curated version and release manifest records the registry digest, so anyone can tell
+which benchmarks a release was checked against. Input: benchmark JSONL files, one protected text
+per (benchmark, item id, field); texts are kept exactly as given and sorted, so the digest changes
+whenever a protected text does and never with file order. Registry files are owner-only and
+re-verified on read. Format and rules: docs/curation.md#the-eval-registry
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Example recipes for recipe data jobs (issue 8, seed 002).
+"""Example recipes for recipe data jobs (seed 002).
 
 ``tir`` is the tool-integrated-reasoning math recipe (eight problem types, two structures each,
 exact answers); ``tir_calibration`` holds its two calibrators (recorded evaluation reports and a

@@ -1,63 +1,13 @@
-"""A tool-integrated-reasoning (TIR) math recipe (issue 8, seed 002): exact answers, no model needed.
+"""A tool-integrated-reasoning (TIR) math recipe (seed 002): exact answers, no model needed.
 
-``create_recipe(**params)`` returns a ``TirRecipe``: eight problem types × two structures ("recipes")
-generated from seeded parameters, each problem a plain-text statement whose exact answer (an
-integer or a fraction) is the private reference. It implements the plain protocol
-(``generate / clean / score / select / training_row``), sharded generation and ranked selection.
+``create_recipe(**params)`` returns a ``TirRecipe``: eight problem types × two structures
+("recipes") generated from seeded parameters, the exact answer (integer or fraction) being the
+private reference. It implements the plain protocol, sharded generation and ranked selection.
+A candidate depends only on (seed, batch, index), so any shard split or worker count gives the
+same candidates; templates parse themselves back, so ``clean()`` turns semantic duplicates into
+exact ones. Scoring takes the last complete boxed answer and compares exactly (nothing evaluated).
 
-Params: ``candidate_count`` (raw candidates per batch, default 128), ``minimum_one_pass`` (selected
-tasks with exactly one of two attempts correct, default 0), ``maximum_per_recipe`` (cap per
-type × structure, default none), ``minimum_per_type`` (default 1), ``max_answer_digits`` (default
-12). Unknown params are a ``RecipeError``; the seed comes from the context.
-
-Decisions
----------
-* **Types and structures.** ``TYPES`` × ``STRUCTURES`` = 16 recipes. ``direct`` states the
-  computation; ``word`` wraps a (sometimes different) computation of the same type in a story:
-  modular power / cell culture, linear equation / "a number x such that…", gcd / bus timetable
-  (lcm), binomial coefficient / committee with a fixed member, geometric sum with a fractional
-  ratio / theatre seats (arithmetic), fraction sum / water tank, base-b → base 10 / sum of two
-  base-b numbers, divisible-by-a-or-b count / digit-sum tickets. Numbers are large enough that a
-  code tool helps.
-* **Seeding.** Every recipe is its own stream: a ``numpy`` ``SeedSequence`` whose entropy is the
-  sha256 of ``[GENERATOR_VERSION, seed, type, structure]`` (never Python ``hash()``). Candidate
-  ``i`` of batch ``b`` belongs to recipe ``i % 16`` at position ``i // 16`` and draws its
-  parameters from ``PCG64(SeedSequence(entropy, spawn_key=(b, position)))``. A candidate therefore
-  depends only on (seed, batch, index): any shard split, worker count or backend yields the same
-  candidates, and ``generate(context)`` is the concatenation of ``generate_shard`` over
-  ``generation_shards``. A degenerate draw (``a == c`` in a linear equation, …) is still emitted,
-  with ``answer: None``, and ``clean()`` drops it, so the cleaning stats show it.
-* **Public vs private.** ``input = {"problem", "instructions"}``, ``metadata = {"type",
-  "structure"}``; the reference is ``{"answer": "p" | "p/q"}`` (canonical exact string, sign on the
-  numerator). ``task_id = "tir-" + sha256(canonical JSON of input)[:32]``; the text determines the
-  (type, structure) template, so equal inputs always carry equal metadata and references.
-* **Templates read themselves back.** Each template has ``render(params)`` and a regex ``parse``
-  (its inverse). ``clean()`` parses the normalized text, drops what does not parse or is
-  degenerate, canonicalizes commutative / symmetric forms (``gcd(b, a)`` → ``gcd(a, b)``,
-  ``C(n, n-k)`` → ``C(n, k)``, reduced ratios, operand order), re-renders and recomputes the
-  answer; the sample is rebuilt (new ``task_id`` if the text changed), so semantic duplicates
-  become exact duplicates for the executor's exact-JSON dedup. A reference that disagrees with the
-  recomputed answer is malformed and dropped. Also dropped: an answer with more than
-  ``max_answer_digits`` digits in numerator or denominator, and an answer that appears verbatim
-  among the problem's own numbers (``gcd(12, 84) = 12``: degenerate, guessable, and it keeps
-  "no answer in public fields" checkable).
-* **Scoring.** ``response`` must be a JSON object with a string ``"text"``. The answer is the last
-  *complete* ``\\boxed{…}`` (balanced braces). Accepted: integer, decimal, ``a/b`` and
-  ``\\frac{a}{b}`` / ``\\dfrac{a}{b}`` with an optional sign (outside or on the numerator). It is
-  compared exactly (``Fraction``; a decimal counts only if exactly equal, so ``0.75`` = ``3/4`` but
-  ``0.333`` ≠ ``1/3``). Nothing is evaluated: ``\\boxed{1+2}`` is wrong. Score is 1.0 or 0.0.
-* **Selection** (calibrated, exactly two repeats): incomplete calibration (a ``None`` or missing
-  score) and always-correct tasks are not eligible; exactly-one-correct tasks (``one_pass``,
-  priority 0) rank before both-wrong ones (priority 1), ties broken by a seeded digest. Policy:
-  every type at least ``minimum_per_type`` (group = type) and at most ``maximum_per_recipe`` per
-  recipe (bucket = ``type/structure``); ``finalize_selection`` asks for another batch
-  (``InsufficientDataError``) when the target, the type coverage or ``minimum_one_pass`` is not
-  met. Settings that no batch can ever satisfy (``16 * maximum_per_recipe < target_count`` …) are a
-  ``RecipeError``. Uncalibrated: every cleaned task is eligible in the seeded order with the same
-  coverage and caps, and the stats say ``difficulty_calibrated: false``. ``select()`` runs the
-  same rank → greedy merge → finalize in memory. ``purpose`` does not change the policy.
-* **Training view.** ``{"task_id", "messages": [user: problem + instructions], "answer":
-  "\\boxed{p/q}"}`` — task data; tokenization and rollouts are downstream.
+Params and decisions: docs/recipes.md#tir-example
 """
 
 from __future__ import annotations

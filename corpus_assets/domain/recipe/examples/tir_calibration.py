@@ -1,46 +1,12 @@
-"""Calibrators for the TIR recipe (issue 8, seed 002): recorded evaluation reports and a rule-based solver.
+"""Calibrators for the TIR recipe (seed 002): recorded evaluation reports and a rule-based solver.
 
-Both are factories (``module:callable`` with ``**params``) returning an async ``Calibrator``; both
-receive ``PublicTask`` objects only, return exactly one ``Attempt`` per (task, repeat) with a
-response ``{"text": …}`` (or a failure reason) and leave scoring to the executor (which calls
-``TirRecipe.score`` with the private reference).
+Both are factories returning an async ``Calibrator`` that receives ``PublicTask`` objects only,
+returns exactly one ``Attempt`` per (task, repeat) and leaves scoring to the executor.
+``recorded_responses`` checks every report against the params when created; ``rule_based_solver``
+is a deterministic simulated "model" (no model, no GPU) whose draws are seeded per (seed, task,
+repeat), and its provenance says ``simulated: true``.
 
-Decisions
----------
-* **Report format** (one JSON file per evaluation trial)::
-
-      {"model_ref": str, "harness_ref": str, "backend_model_digest": str, "verifier_digest": str,
-       "trial_id": str, "task_set_digest": str, "executable_digest": str,
-       "responses": {task_id: {"text": str, ...} | {"failure_reason": str, ...}}}
-
-  ``task_set_digest`` = sha256 of the canonical JSON of the sorted task ids of ``responses``
-  (``task_set_digest(ids)``); a report whose digest does not match its own responses is refused.
-* **recorded_responses(model_ref, harness_ref, backend_model_digest, verifier_digest, reports,
-  executable_digest=None)**: ``reports[b][r]`` is the report path for batch ``b``, repeat ``r``
-  (paths relative to the process working directory). Every report is read and checked when the
-  calibrator is created: model, harness and both digests must equal the params (exact string
-  equality, no path normalization); within a batch the trial ids must all differ (repeats are
-  independent trials, not one trial counted twice) and the task set and executable digest must
-  be the same (and equal ``executable_digest`` if given).
-  Anything else is a ``RecordedReportError`` (a ``RecipeError``: not retried; a missing file is
-  not a transient ``OSError`` either). A call for a batch without reports, or with a repeat count
-  other than the batch's number of reports, is refused the same way.
-* Stored scores are ignored: only ``{"text": …}`` is passed on and the executor rescores it. A
-  task the report does not contain gets ``failure_reason="missing_from_report"``; an entry with a
-  ``failure_reason`` gets ``"report:<reason>"``. Tasks in the report that were not asked for are
-  ignored (the executor calls in chunks). Provenance names the model, harness, digests and each
-  report's path, sha256, trial id, task set and executable digest.
-* **rule_based_solver(seed=0, error_rate=None, error_rates=None, failure_rate=0.0)**: a
-  deterministic simulated "model" (no model, no GPU). It reads the problem back from the public
-  text (``tir.parse_task``), computes the exact answer and, with the probability configured for
-  the task's type (``DEFAULT_ERROR_RATES``, overridden by ``error_rate`` for all types and then by
-  ``error_rates`` per type), replaces it with a type-specific mistake (off-by-one exponent, sign
-  slip, gcd↔lcm, forgetting a constraint, one term short, …). With ``failure_rate`` an attempt
-  fails (``"simulated_timeout"``). Every draw comes from a generator seeded by the sha256 of
-  (seed, task_id, repeat), so results do not depend on batching, concurrency or call order. The
-  answer is written in a seeded style (integer, ``a/b``, ``\\frac``, ``\\dfrac``, exact decimal),
-  which exercises the scorer. Provenance says ``simulated: true``: selection against it is
-  calibrated against the rules, not against a model.
+Report format and decisions: docs/recipes.md#calibrators
 """
 
 from __future__ import annotations
