@@ -72,7 +72,10 @@ def test_asset_graph_and_release_pages_render_layers_and_latest_metadata(corpus_
         # 1. the asset graph with every layer's group expanded: each group and each asset is drawn
         def all_nodes_drawn():
             labels = ui_browser.graph_node_labels(driver)
-            return labels if not ui_browser.missing_nodes(asset_names, labels) else None
+            if not ui_browser.missing_nodes(asset_names, labels):
+                return labels
+            ui_browser.zoom_out(driver)  # nodes outside the viewport are not drawn: step back
+            return None
 
         expanded = ",".join(f"global@global:{g}" for g in LAYERS)  # the graph's own ?expanded= format
         driver.get(f"{base}/asset-groups?expanded={urllib.parse.quote(expanded)}")
