@@ -499,7 +499,9 @@ def test_sigint_cancels_the_cli_job_cleanly(tmp_path):
     config = _write_config(
         tmp_path / "job.yaml",
         {"recipe": "recipe_toy:create_recipe", "target_count": 4, "params": {"count": 20},
-         "calibration": {"implementation": CAL, "repeats": 1, "params": {"call_log": str(calls), "sleep": 0.3}},
+         # slow calls (10 chunks x 1.5 s on 2 workers): the job cannot finish between the second
+         # call and the signal, however loaded the machine
+         "calibration": {"implementation": CAL, "repeats": 1, "params": {"call_log": str(calls), "sleep": 1.5}},
          "execution": {"batch_size": 2, "max_workers": 2, "backend": "process"}},
     )
     out = tmp_path / "job"
