@@ -29,6 +29,7 @@ class Reason(str, Enum):
     TOO_LARGE = "too_large"  # exceeded a byte limit at capture or canonicalization
     TRUNCATED_ARCHIVE = "truncated_archive"  # gzip / WARC ended early; what followed is unknowable
     UNREADABLE_INPUT = "unreadable_input"  # file could not be opened/read
+    CONTENT_DECODING_FAILED = "content_decoding_failed"  # HTTP body's content/transfer coding corrupt; raw bytes kept
     # canonicalization
     EMPTY_DOCUMENT = "empty_document"
     BINARY_CONTENT = "binary_content"
@@ -56,6 +57,7 @@ OUTCOME_OF: dict[Reason, Outcome] = {
     Reason.TOO_LARGE: Outcome.QUARANTINED,
     Reason.TRUNCATED_ARCHIVE: Outcome.QUARANTINED,
     Reason.UNREADABLE_INPUT: Outcome.QUARANTINED,
+    Reason.CONTENT_DECODING_FAILED: Outcome.QUARANTINED,
     Reason.BINARY_CONTENT: Outcome.QUARANTINED,
     Reason.INVALID_UTF8: Outcome.QUARANTINED,
     Reason.MALFORMED_JSON: Outcome.QUARANTINED,

@@ -2,13 +2,22 @@
 
 They are deliberately a little dirty — a malformed line, a blank line, an unpaired tool call, a
 row missing a field, invalid UTF-8 — so the demo shows every input being accounted for.
-Written deterministically: the same files every run.
+Written deterministically: the same files every run. They hold personal data on purpose (what
+curation redacts or quarantines), so the tree is owner-only: 0700 directories, 0600 files, also
+when an earlier run left it with wider modes.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
+
+from corpus_assets.domain.core.atomic_files import atomic_write_bytes
+
+_DIR_MODE = 0o700
+_FILE_MODE = 0o600
 
 _CHAT = [
     {"id": "chat-0001", "messages": [
@@ -113,8 +122,9 @@ def _jsonl(rows) -> bytes:
 
 
 def write_demo_inputs(root: Path) -> dict[str, Path]:
-    """Write the demo dumps under ``root`` and return {name: path}."""
-    root.mkdir(parents=True, exist_ok=True)
+    """Write the demo dumps under ``root`` (owner-only) and return {name: path}."""
+    root.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
+    _owner_only(root)  # before any byte is written, and whatever an earlier run left
     files = {
         "chat/openai_messages.jsonl": _jsonl(_CHAT)
         + b'{"id": "chat-0006", "messages": [{"role": "user", "content": "unterminated\n'  # malformed JSON
@@ -129,8 +139,26 @@ def write_demo_inputs(root: Path) -> dict[str, Path]:
     out = {}
     for rel, data in files.items():
         p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
+        p.parent.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
+        for d in [p.parent, *p.parent.parents]:  # mkdir's mode is reduced by the umask
+            if d == root:
+                break
+            os.chmod(d, _DIR_MODE)
         if not p.exists() or p.read_bytes() != data:
-            p.write_bytes(data)
+            atomic_write_bytes(p, data, mode=_FILE_MODE)
         out[rel] = p
     return out
+
+
+def _owner_only(root: Path) -> None:
+    """0700 on ``root`` and every directory below it, 0600 on every regular file (symlinks are
+    left alone: chmod would follow them out of the tree)."""
+    os.chmod(root, _DIR_MODE)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            if stat.S_ISDIR(st.st_mode):
+                os.chmod(path, _DIR_MODE)
+            elif stat.S_ISREG(st.st_mode):
+                os.chmod(path, _FILE_MODE)

@@ -349,23 +349,79 @@ def _warc_item(ctx: _Ctx, rel: str, rec, record_id: str, block: bytes) -> RawIte
     block_type, _ = split_content_type(headers.get("Content-Type"))
     if block_type != "application/http":  # e.g. dns: records; keep the block, canonicalization decides
         return RawItem(content=block, content_type=block_type, extra=extra, **base)
+    try:
+        http = _http_message(block, "none")  # headers only: the body stays as it was sent
+        status = http.http_headers.status_code if http.http_headers is not None else None
+        if status is None:
+            raise ValueError("no HTTP status line")
+    except Exception as exc:  # malformed HTTP
+        return RawItem(content=None, status=Reason.UNREADABLE_INPUT.value, extra=extra,
+                       status_detail=f"HTTP response in record could not be parsed: {exc}"[:_MAX_DETAIL], **base)
+    http_headers = http.http_headers
+    ctype, charset = split_content_type(http_headers.get("Content-Type"))
+    if charset:
+        extra["charset"] = charset
+    try:
+        payload = _decoded_body(block, http_headers)
+    except Exception as exc:  # corrupt or truncated content / transfer coding: keep the encoded body
+        for key, header in (("content_encoding", "Content-Encoding"), ("transfer_encoding", "Transfer-Encoding")):
+            value = ", ".join(http_headers.get_multiple(header))
+            if value:
+                extra[key] = value[:_MAX_DETAIL]
+        return RawItem(content=http.reader.read(), content_type=ctype, http_status=status, extra=extra,
+                       status=Reason.CONTENT_DECODING_FAILED.value,
+                       status_detail=f"HTTP body could not be decoded: {exc}"[:_MAX_DETAIL], **base)
+    return RawItem(content=payload, content_type=ctype, http_status=status, extra=extra, **base)
+
+
+# zlib window bits of the content codings whose end is checked: gzip members / a zlib stream
+_CHECKED_CODINGS = {"gzip": 31, "x-gzip": 31, "deflate": 15}
+
+
+def _http_message(block: bytes, decode: str) -> WarcRecord:
+    """The HTTP message in a response record's block, headers parsed (``decode``: fastwarc's
+    ``auto_decode``, which raises on a corrupt body)."""
     http = WarcRecord()
     http.init_headers(WarcRecordType.response, content_length=len(block))
     http.is_http = True
     http.set_bytes_content(block)
-    try:
-        http.parse_http(auto_decode="all")
-        status = http.http_headers.status_code if http.http_headers is not None else None
-        if status is None:
-            raise ValueError("no HTTP status line")
-        payload = http.reader.read()
-    except Exception as exc:  # malformed HTTP or undecodable content encoding
-        return RawItem(content=None, status=Reason.UNREADABLE_INPUT.value, extra=extra,
-                       status_detail=f"HTTP response in record could not be parsed: {exc}"[:_MAX_DETAIL], **base)
-    ctype, charset = split_content_type(http.http_headers.get("Content-Type"))
-    if charset:
-        extra["charset"] = charset
-    return RawItem(content=payload, content_type=ctype, http_status=status, extra=extra, **base)
+    http.parse_http(auto_decode=decode)
+    return http
+
+
+def _decoded_body(block: bytes, http_headers) -> bytes:
+    """The body with its transfer and content codings undone (fastwarc), or an exception saying why
+    it cannot be. fastwarc returns whatever a truncated gzip / deflate stream decoded to so far
+    (often nothing) without complaint, so those codings are also decoded strictly here: every
+    member to its end, trailer and CRC included. An empty body has nothing to decode."""
+    payload = _http_message(block, "all").reader.read()
+    codings = [c.strip().lower() for v in http_headers.get_multiple("Content-Encoding") for c in v.split(",")]
+    codings = [c for c in codings if c and c != "identity"]
+    if codings and all(c in _CHECKED_CODINGS for c in codings):
+        body = _http_message(block, "transfer").reader.read()
+        for coding in reversed(codings):  # the coding applied last is listed last
+            if not body:
+                break
+            body = _decode_strictly(body, coding)
+    return payload
+
+
+def _decode_strictly(data: bytes, coding: str) -> bytes:
+    wbits = _CHECKED_CODINGS[coding]
+    out = []
+    while data:
+        d = zlib.decompressobj(wbits)
+        try:
+            out.append(d.decompress(data))
+            out.append(d.flush())
+        except zlib.error as exc:
+            raise ValueError(f"corrupt {coding} data ({exc})") from None
+        if not d.eof:
+            raise ValueError(f"{coding} stream ended early")
+        data = d.unused_data
+        if data and wbits != 31:  # only gzip allows further members
+            raise ValueError(f"{len(data)} bytes after the end of the {coding} stream")
+    return b"".join(out)
 
 
 _READERS = {"local_dir": _read_local, "jsonl": _read_jsonl, "parquet": _read_parquet, "warc": _read_warc}

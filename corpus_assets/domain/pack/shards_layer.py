@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import uuid
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -26,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from corpus_assets.domain.core.faults import pause_point
 from corpus_assets.domain.core.hashing import canonical_json
+from corpus_assets.domain.storage.dir_locks import new_staging_dir, remove_abandoned, unlock
 from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
 from corpus_assets.domain.pack.packing import (
     REASON_TOO_LONG,
@@ -225,16 +225,18 @@ def build_packed_shards(
     home = store.home
     set_parent = store.root.shard_sets(release)
     set_parent.mkdir(parents=True, exist_ok=True)
-    for stale in set_parent.glob(".tmp-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-    tmp = set_parent / f".tmp-{uuid.uuid4().hex}"
-    tmp.mkdir()
-    spool_dir = set_parent / f".tmp-spool-{uuid.uuid4().hex}"
+    # Staging (the shard set, the view spool) is locked by this live build (storage/dir_locks):
+    # cleanup removes only dead builds' staging, never a concurrent build's.
+    remove_abandoned(set_parent)
+    tmp, tmp_lock = new_staging_dir(set_parent)
+    spool_dir: Optional[Path] = None
+    spool_lock: Optional[int] = None
     report: dict = {"policy_version": packing_policy_version(policy), "seq_len": policy.seq_len,
                     "shard_positions": shard_spec.positions, "blocks_per_shard": per_shard, "splits": {}}
     all_meta: dict[str, list[dict]] = {}
     decisions: list[pa.Table] = []
     try:
+        spool_dir, spool_lock = new_staging_dir(set_parent, prefix=".tmp-spool-")
         spooled = SpooledViews.spool(token_views, spool_dir, split_names, log=log)
         sources, domains = spooled.sources, spooled.domains
         for split in split_names:
@@ -275,7 +277,10 @@ def build_packed_shards(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     finally:
-        shutil.rmtree(spool_dir, ignore_errors=True)
+        if spool_dir is not None:
+            shutil.rmtree(spool_dir, ignore_errors=True)
+        unlock(spool_lock)
+        unlock(tmp_lock)
     store.seal_tree(str(final.relative_to(home)))  # to the object store, before any version names it
 
     report["shard_set"] = str(final.relative_to(home))
