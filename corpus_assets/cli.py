@@ -10,9 +10,12 @@
     corpus releases check [NAME|FILE]
                                 check release specs (one, or every releases/*.yaml): OK or one line
                                 per problem (file: field: message); exit 1 if any is invalid
-    corpus verify RELEASE|DIR   re-hash a published release against its manifest (and signature)
-    corpus consume RELEASE --run-id ID [--build-id B] [--consumer WHO]
-                                record that a training run consumed a release version
+    corpus verify RELEASE|RELEASE@BUILD|DIR
+                                re-hash a published release against its manifest (and signature);
+                                a revoked build is reported REVOKED (exit 1)
+    corpus consume RELEASE --run-id ID [--build-id B] [--consumer WHO] [--force]
+                                record that a training run consumed a release version (a
+                                superseded or revoked one only with --force, recorded as forced)
     corpus delete --record-id ID | --uri URI | --source ID | --content-sha256 HEX | --content-file F
                   --requester WHO --reason WHY [--near-duplicates --near-threshold J]
                                 file a deletion request (the deletion sensor applies it)
@@ -114,43 +117,128 @@ def _catalog():
     return Catalog.at(catalog_path())
 
 
+def _reconcile(cat):
+    """Make the registry agree with the published builds (local root, or the bucket) before it is
+    trusted; what changed or disagrees goes to stderr, so stdout stays the command's answer."""
+    from corpus_assets.domain.core.data_root import DataRoot
+    from corpus_assets.domain.core.settings import corpus_home
+    from corpus_assets.domain.release.registry import reconcile
+    from corpus_assets.domain.storage.object_store import store_from_env
+
+    result = reconcile(cat, DataRoot(corpus_home()).releases, remote=store_from_env())
+    for line in result.lines():
+        print(f"corpus: {line}", file=sys.stderr)
+    return result
+
+
+class _BadTarget(ValueError):
+    """A ``corpus verify`` target that is not a release name, ``NAME@BUILD_ID`` or a release directory."""
+
+
+class _RevokedBuild(Exception):
+    """The build ``corpus verify`` was asked about is revoked (its ``REVOKED.json`` says so)."""
+
+    def __init__(self, where: str, note: dict, release: str | None = None, build: str | None = None) -> None:
+        super().__init__(where)
+        self.where, self.note, self.release, self.build = where, note, release, build
+
+
 def _release_dir(target: str):
-    """A release directory: a path, ``NAME`` (its CURRENT version) or ``NAME@BUILD_ID``."""
+    """A release directory: a path, ``NAME`` (its CURRENT version) or ``NAME@BUILD_ID``.
+
+    The name and build id are validated before they touch a path (``NAME@../..`` is refused with
+    ``_BadTarget``), and the directory must stay inside the releases folder. A revoked build
+    (``REVOKED.json`` in the directory or, with an object-store data root, in the bucket) raises
+    ``_RevokedBuild``."""
     from pathlib import Path
 
     from corpus_assets.domain.core.data_root import DataRoot
+    from corpus_assets.domain.core.keys import confine, validate_release_name
     from corpus_assets.domain.core.settings import corpus_home
-    from corpus_assets.domain.release.publish import current_release
+    from corpus_assets.domain.release.publish import current_release, validate_build_id
+    from corpus_assets.domain.release.registry import read_revocation_note
     from corpus_assets.domain.storage.object_store import store_from_env
-    from corpus_assets.domain.release.mirror import pull_release, remote_current
+    from corpus_assets.domain.release.mirror import REVOKED_NAME, pull_release, remote_current
 
     p = Path(target)
     if p.is_dir() and (p / "manifest.json").exists():
+        note = read_revocation_note((p / REVOKED_NAME).read_bytes() if (p / REVOKED_NAME).is_file() else None)
+        if note is not None:
+            raise _RevokedBuild(str(p), note)
         return p
-    name, _, build = target.partition("@")
+    name, at, build = target.partition("@")
+    try:
+        validate_release_name(name)
+        if at:
+            validate_build_id(build)
+    except ValueError as exc:
+        raise _BadTarget(f"{exc} (expected a release name, NAME@BUILD_ID or a release directory)") from None
     root = DataRoot(corpus_home()).releases
     remote = store_from_env()
     if remote is not None:  # the object store is the authority: its pointer, its sealed copy
         build = build or remote_current(remote, name) or ""
+        if build:
+            key = f"{DataRoot.release_key(name, build)}/{REVOKED_NAME}"
+            note = read_revocation_note(remote.read_bytes(key))
+            if note is not None:
+                raise _RevokedBuild(remote.uri(DataRoot.release_key(name, build)), note, name, build)
         if build and pull_release(remote, root, name, build) is None:
             raise ValueError(f"release {name!r} has no sealed build {build!r} in {remote.uri('releases/' + name)}")
     if build:
         d = root / name / build
         if not d.is_dir():
             raise ValueError(f"release {name!r} has no build {build!r} under {root / name}")
-        return d
-    d = current_release(root, name)
-    if d is None:
-        raise ValueError(f"release {name!r} has no published version under {root / name} (run release_job first)")
+    else:
+        d = current_release(root, name)
+        if d is None:
+            raise ValueError(f"release {name!r} has no published version under {root / name} (run release_job first)")
+    try:
+        confine(root, d)
+    except ValueError as exc:
+        raise _BadTarget(str(exc)) from None
+    note = read_revocation_note((d / REVOKED_NAME).read_bytes() if (d / REVOKED_NAME).is_file() else None)
+    if note is not None:
+        raise _RevokedBuild(str(d), note, name, d.name)
     return d
+
+
+def _revoked_line(exc: _RevokedBuild, cat) -> str:
+    """``REVOKED <path>: revoked <date> by deletion request(s) <ids>; successor <build or none>``."""
+    note = exc.note
+    release = exc.release or note.get("release")
+    build = exc.build or note.get("build_id")
+    when = note.get("revoked_at")
+    requests = note.get("request_ids") if isinstance(note.get("request_ids"), list) else []
+    successor = note.get("successor_build_id")
+    if (not when or not requests) and isinstance(release, str) and isinstance(build, str):
+        from corpus_assets.domain.release.registry import registry
+
+        try:  # an older note without the time: the registry's record of the revocation
+            row = next((r for r in registry(cat, release) if r["build_id"] == build and r["status"] == "revoked"), None)
+        except ValueError:
+            row = None
+        if row is not None:
+            when = when or row["revoked_at"]
+            requests = requests or row["request_ids"]
+            successor = successor or row["successor_build_id"]
+    return (f"REVOKED {exc.where}: revoked {when or 'at an unrecorded time'} by deletion request(s) "
+            f"{', '.join(map(str, requests)) or 'unrecorded'}; successor {successor or 'none'}")
 
 
 def _cmd_verify(args) -> int:
     from corpus_assets.domain.release.publish import ReleaseVerificationError, verify_release
     from corpus_assets.domain.release.signing import SignatureError, SigningKeyError
 
+    cat = _catalog()
+    _reconcile(cat)
     try:
         path = _release_dir(args.release)
+    except _BadTarget as exc:
+        print(f"corpus verify: REFUSED {args.release}: {exc}", file=sys.stderr)
+        return 1
+    except _RevokedBuild as exc:
+        print(_revoked_line(exc, cat))
+        return 1
     except ReleaseVerificationError as exc:  # the object store's copy failed the check on download
         print(f"corpus verify: REFUSED {args.release}: {exc}", file=sys.stderr)
         return 1
@@ -167,19 +255,30 @@ def _cmd_verify(args) -> int:
 def _cmd_consume(args) -> int:
     import json
 
-    from corpus_assets.domain.release.registry import RegistryError, current_published, record_consumption
+    from corpus_assets.domain.release.registry import RegistryError, current_published, record_consumption, validate_run_id
 
+    try:
+        validate_run_id(args.run_id, "--run-id")
+    except RegistryError as exc:
+        raise ValueError(str(exc)) from None
     cat = _catalog()
+    reconciled = _reconcile(cat)
     build = args.build_id
     if build is None:
         row = current_published(cat, args.release)
-        if row is None:
+        if row is None and not reconciled.problems_of(args.release):
             raise ValueError(f"release {args.release!r} has no published version in the registry")
-        build = row["build_id"]
+        build = row["build_id"] if row is not None else None
+    disagree = reconciled.problems_of(args.release, build)
+    if disagree:  # the registry cannot say which build this run read: record nothing rather than a guess
+        raise ValueError(f"release {args.release!r}: the registry and the published builds disagree "
+                         f"({disagree[0]['problem']}); nothing recorded")
     try:
-        row = record_consumption(cat, args.run_id, args.release, build, args.consumer, args.note or "")
+        row = record_consumption(cat, args.run_id, args.release, build, args.consumer, args.note or "", force=args.force)
     except RegistryError as exc:
         raise ValueError(str(exc)) from None
+    if row["note"].startswith("forced: "):
+        print(f"corpus consume: {row['note'].split(';')[0]} (release {args.release} build {build})", file=sys.stderr)
     print(json.dumps(row, sort_keys=True, default=str))
     return 0
 
@@ -191,7 +290,9 @@ def _cmd_releases(args) -> int:
         raise ValueError(f"unexpected argument {args.target!r} (to check a spec: corpus releases check {args.target})")
     from corpus_assets.domain.release.registry import registry
 
-    rows = registry(_catalog(), args.name)
+    cat = _catalog()
+    _reconcile(cat)
+    rows = registry(cat, args.name)
     if not rows:
         print("no published releases")
     for r in rows:
@@ -312,16 +413,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("name", nargs="?", default=None, help="a release name, or `check`")
     p.add_argument("target", nargs="?", default=None, help="with check: a release name or a spec file (default: all)")
     p.set_defaults(func=_cmd_releases)
-    p = sub.add_parser("verify", help="re-hash a published release against its manifest")
+    p = sub.add_parser("verify", help="re-hash a published release against its manifest (a revoked build: REVOKED, exit 1)")
     p.add_argument("release", help="release name (its CURRENT version), NAME@BUILD_ID, or a release directory")
     p.add_argument("--public-key", default=None, help="Ed25519 public key (PEM or raw) kept outside the release directory")
     p.set_defaults(func=_cmd_verify)
     p = sub.add_parser("consume", help="record that a training run consumed a release version")
     p.add_argument("release")
-    p.add_argument("--run-id", required=True)
+    p.add_argument("--run-id", required=True,
+                   help="1-200 characters: letters, digits and ._:@+-, starting with a letter or digit")
     p.add_argument("--build-id", default=None, help="default: the release's current published build")
     p.add_argument("--consumer", default="trainer")
     p.add_argument("--note", default="")
+    p.add_argument("--force", action="store_true",
+                   help="record a superseded or revoked build anyway (the record's note says it was forced)")
     p.set_defaults(func=_cmd_consume)
     p = sub.add_parser("delete", help="file a deletion request")
     p.add_argument("--record-id")

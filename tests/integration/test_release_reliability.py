@@ -2,6 +2,9 @@
 
 * SIGKILL in the middle of packed_shards and of release_manifest: nothing partial is visible, and
   the rerun publishes the same content digest as an uninterrupted build;
+* SIGKILL between publishing a release (CURRENT moved) and registering it: ``corpus consume``
+  reconciles the registry first and records the build CURRENT names, which a deletion's
+  resolution then sees as the published one;
 * two processes materializing the same release at once publish one version, the other reuses it;
 * the deletion sensor dying between resolving a request and requesting its runs loses nothing and
   applies nothing twice.
@@ -93,6 +96,54 @@ def test_sigkill_mid_packed_shards_and_mid_release_manifest_leaves_nothing_parti
     (final,) = [r for r in registry(cat, "r1") if r["status"] == "published"]
     assert final["content_digest"] == published["content_digest"]
     assert sorted(p.name for p in rdir.iterdir()) == sorted(["CURRENT", final["build_id"]])  # staging cleaned up
+
+
+def test_sigkill_between_publishing_and_registering_is_reconciled_before_the_registry_is_trusted(
+        tmp_path, monkeypatch, corpus_env, capsys):
+    import json
+
+    from corpus_assets.cli import main as corpus_main
+    from corpus_assets.domain.deletion.requests import get
+
+    defs, store = _built(tmp_path, monkeypatch, corpus_env)
+    cat = Catalog.at(corpus_env / "catalog.duckdb")
+    (first,) = [r for r in registry(cat, "r1") if r["status"] == "published"]
+    # a new build of the release (another spec text, another build id), killed right after it was
+    # published by Algorithm 18.3, before the registry was written
+    spec = tmp_path / "releases" / "r1.yaml"
+    spec.write_text(spec.read_text() + "description: the second build\n")
+    _run_and_kill_at("release_manifest:published", "release_manifest", tmp_path)
+    rdir = corpus_env / "releases" / "r1"
+    current = (rdir / "CURRENT").read_text().strip()
+    assert current != first["build_id"] and (rdir / current / "manifest.json").is_file()
+    assert [(r["build_id"], r["status"]) for r in registry(cat, "r1")] == [(first["build_id"], "published")]
+
+    # a trainer declares what it read: the build CURRENT names, not the registry's stale row
+    capsys.readouterr()
+    assert corpus_main(["consume", "r1", "--run-id", "train-run-9"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["build_id"] == current
+    assert f"reconciled release r1 build {current[:16]}: unregistered -> published" in out.err
+    rows = {r["build_id"]: r for r in registry(cat, "r1")}
+    assert {b: r["status"] for b, r in rows.items()} == {first["build_id"]: "superseded", current: "published"}
+    manifest = json.loads((rdir / current / "manifest.json").read_text())
+    assert (rows[current]["content_digest"], rows[current]["path"]) == (manifest["content_digest"], f"releases/r1/{current}")
+    # the rows the deletion sensor reads when it resolves a request
+    assert [r["build_id"] for r in registry(cat) if r["release"] == "r1" and r["status"] == "published"] == [current]
+
+    # a deletion resolved now names the real published build and the run that consumed it
+    assert corpus_main(["delete", "--record-id", "site_docs:venv", "--requester", "a@example.org", "--reason", "withdrawn"]) == 0
+    request = capsys.readouterr().out.strip().splitlines()[-1]
+    with dg.DagsterInstance.get() as instance:
+        ctx = dg.build_sensor_context(instance=instance, repository_def=defs.get_repository_def())
+        defs.resolve_sensor_def("deletion_requests")(ctx)
+    req = get(cat, request)
+    assert req.status == "resolved"
+    detail = json.loads(req.status_detail)
+    assert detail["published_builds"] == {"r1": [current]} and detail["affected_runs"] == ["train-run-9"]
+    # and the release still verifies as what CURRENT names
+    assert corpus_main(["verify", "r1"]) == 0
+    assert capsys.readouterr().out.startswith(f"OK {rdir / current}: ")
 
 
 def test_two_processes_publishing_the_same_release_publish_one_version(tmp_path, monkeypatch, corpus_env):

@@ -90,22 +90,49 @@ def test_revoke_refuses_unknown_builds_and_bad_successors(catalog):
     assert _status(catalog) == {B1: "published"}
 
 
-def test_consumption_refuses_unknown_and_revoked_builds(catalog):
+def test_consumption_refuses_unknown_superseded_and_revoked_builds_unless_forced(catalog):
     reg.register_published(catalog, "demo", B1, D1, "p1")
+    first = reg.record_consumption(catalog, "run-1", "demo", B1, "trainer", note="n")  # B1 is published
+    assert reg.record_consumption(catalog, "run-1", "demo", B1, "trainer", note="other") == first  # idempotent
     reg.register_published(catalog, "demo", B2, D2, "p2")
     with pytest.raises(reg.UnknownReleaseError, match=f"build {B3} is not registered"):
         reg.record_consumption(catalog, "run-1", "demo", B3, "trainer")
-    first = reg.record_consumption(catalog, "run-1", "demo", B1, "trainer", note="n")
-    assert reg.record_consumption(catalog, "run-1", "demo", B1, "trainer", note="other") == first  # idempotent
+    with pytest.raises(reg.SupersededReleaseError, match=f"build {B1} is superseded; the published build is {B2}"):
+        reg.record_consumption(catalog, "run-4", "demo", B1, "trainer")
+    forced = reg.record_consumption(catalog, "run-4", "demo", B1, "ablation", note="old tokenizer", force=True)
+    assert forced["note"] == "forced: consumed a superseded build; old tokenizer"
+    with pytest.raises(reg.SupersededReleaseError):  # allow_revoked does not cover a superseded build
+        reg.record_consumption(catalog, "run-5", "demo", B1, "trainer", allow_revoked=True)
     reg.record_consumption(catalog, "run-2", "demo", B2, "trainer")
     reg.revoke(catalog, "demo", B1, successor_build_id=B2, request_ids=["del-1"])
     with pytest.raises(reg.RevokedReleaseError, match=f"build {B1} is revoked; consume its successor {B2}"):
         reg.record_consumption(catalog, "run-3", "demo", B1, "trainer")
-    reg.record_consumption(catalog, "run-3", "demo", B1, "repro", allow_revoked=True)
-    assert [c["run_id"] for c in reg.consumers(catalog, "demo", B1)] == ["run-1", "run-3"]
-    assert {c["run_id"] for c in reg.consumers(catalog, "demo")} == {"run-1", "run-2", "run-3"}
+    assert reg.record_consumption(catalog, "run-3", "demo", B1, "repro", allow_revoked=True)["note"] == \
+        "forced: consumed a revoked build"
+    assert reg.record_consumption(catalog, "run-6", "demo", B1, "repro", force=True)["note"] == \
+        "forced: consumed a revoked build"
+    assert [c["run_id"] for c in reg.consumers(catalog, "demo", B1)] == ["run-1", "run-4", "run-3", "run-6"]
+    assert {c["run_id"] for c in reg.consumers(catalog, "demo")} == {"run-1", "run-2", "run-3", "run-4", "run-6"}
     assert first["note"] == "n" and first["consumer"] == "trainer" and first["consumed_at"]
     assert reg.consumers(catalog, "other") == []
+
+
+@pytest.mark.parametrize("run_id", ["run-7", "a", "R2D2", "pretrain.v3:seed@node+1", "x" * 200, "0_run"])
+def test_run_ids_that_are_accepted(catalog, run_id):
+    reg.register_published(catalog, "demo", B1, D1, "p1")
+    assert reg.validate_run_id(run_id) == run_id
+    assert reg.record_consumption(catalog, run_id, "demo", B1, "trainer")["run_id"] == run_id
+
+
+@pytest.mark.parametrize("run_id", ["", "x" * 201, "a\nb", "a\rb", "a\x00b", "a b", " a", "a/b", "a\\b", "..", "a..b",
+                                    ".hidden", "_a", "a;b", "a*", None, 7])
+def test_run_ids_that_are_refused_name_the_field(catalog, run_id):
+    reg.register_published(catalog, "demo", B1, D1, "p1")
+    with pytest.raises(reg.RegistryError, match="invalid run_id"):
+        reg.record_consumption(catalog, run_id, "demo", B1, "trainer")
+    with pytest.raises(ValueError, match="invalid --run-id"):
+        reg.validate_run_id(run_id, "--run-id")
+    assert reg.consumers(catalog, "demo") == []
 
 
 def test_registry_survives_reopening_the_catalog_file(tmp_path):

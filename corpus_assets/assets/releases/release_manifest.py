@@ -5,12 +5,13 @@ from importlib.metadata import PackageNotFoundError, version as dist_version
 import dagster as dg
 
 from corpus_assets.domain.core.data_root import DataRoot
+from corpus_assets.domain.core.faults import pause_point
 from corpus_assets.domain.release.publish import ReleaseConflictError, ReleaseVerificationError, verify_release
 from corpus_assets.domain.release.build import build_release
 from corpus_assets.domain.deletion.purge import scan_for_tombstoned
 from corpus_assets.domain.layers.registry import DEDUP_CLUSTERS
 from corpus_assets.domain.release.inputs import release_snapshots
-from corpus_assets.domain.release.registry import register_published, registry
+from corpus_assets.domain.release.registry import reconcile, register_published, registry
 from corpus_assets.domain.deletion.tombstones import load_tombstones
 from corpus_assets.metadata import markdown_table
 from corpus_assets.assets.mixtures_packing.packed_shards import packed_shards_asset
@@ -68,6 +69,10 @@ def release_manifest_asset(
     spec = releases.spec(name)
     store = storage.store()
     cat = catalog.catalog()
+    # a crash after an earlier publish but before its registration left CURRENT and the registry
+    # disagreeing: settle that before anything (the tombstone check below) trusts the registry
+    for line in reconcile(cat, store.root.releases, remote=store.remote).lines():
+        context.log.warning(line)
     tombs = load_tombstones(cat)
     governance = {s.id: {"kind": s.kind, **s.governance.model_dump(mode="json")} for s in sources.load().sources}
     try:
@@ -80,6 +85,7 @@ def release_manifest_asset(
     except ReleaseConflictError as exc:
         raise dg.Failure(description=str(exc), metadata={"diagnostics": dg.MetadataValue.path(str(exc.diagnostics))}) from exc
     r = built.result
+    pause_point("release_manifest:published")  # CURRENT names the build (mirrored too), registry not written
     row = register_published(cat, name, r.build_id, r.content_digest, str(r.path.relative_to(store.home)))
     context.log.info(f"release {name}: build {r.build_id[:16]} {'reused' if r.reused else 'published'} at {r.path}")
     try:

@@ -4,7 +4,12 @@ The file system says what a release version *contains*; the registry says its *s
 (``published``, ``superseded``, ``revoked``) and which training runs consumed it, so a deletion
 request can name the runs a revoked version affects. One published version per release;
 writes are idempotent and each function is one catalog transaction; revocations never forget a
-recorded consumer; consuming a revoked version is refused unless ``allow_revoked=True``.
+recorded consumer; consuming a revoked or superseded version is refused unless ``force=True``
+(and the record's note then says so).
+
+``reconcile`` makes the registry agree with the release directories (or, with an object-store
+data root, with the bucket): run it before anything trusts the registry, since a crash between
+publishing a build and registering it leaves CURRENT and the registry disagreeing.
 
 Tables, calls and decisions: docs/releases.md#registry-and-consumption-records
 """
@@ -12,13 +17,21 @@ Tables, calls and decisions: docs/releases.md#registry-and-consumption-records
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
+from corpus_assets.domain.core.data_root import RELEASES, DataRoot
 from corpus_assets.domain.core.errors import CorpusError
 from corpus_assets.domain.storage.catalog import Catalog
-from corpus_assets.domain.core.keys import validate_release_name
+from corpus_assets.domain.core.keys import InvalidKeyError, PathEscapeError, confine, validate_release_name
+from corpus_assets.domain.release.mirror import REVOKED_NAME
+from corpus_assets.domain.release.publish import CURRENT_NAME, MANIFEST_NAME, validate_build_id
+
+if TYPE_CHECKING:  # the object store is only needed when a caller passes one
+    from corpus_assets.domain.storage.object_store import ObjectStore
 
 __all__ = [
     "PUBLISHED",
@@ -28,6 +41,12 @@ __all__ = [
     "UnknownReleaseError",
     "RevokedReleaseError",
     "RegistryConflictError",
+    "SupersededReleaseError",
+    "Reconciliation",
+    "MAX_RUN_ID_LENGTH",
+    "validate_run_id",
+    "read_revocation_note",
+    "reconcile",
     "register_published",
     "revoke",
     "registry",
@@ -68,6 +87,10 @@ class RevokedReleaseError(RegistryError):
 
 class RegistryConflictError(RegistryError):
     """The request contradicts what is registered (other content digest, other successor)."""
+
+
+class SupersededReleaseError(RegistryError):
+    """The version is superseded by a later published one (the message names it)."""
 
 
 def _now() -> datetime:
@@ -118,6 +141,39 @@ def _check_id(field: str, value: object) -> str:
     if not isinstance(value, str) or not value.strip() or "\x00" in value:
         raise RegistryError(f"{field} must be a non-empty string, got {value!r}")
     return value
+
+
+MAX_RUN_ID_LENGTH = 200
+_RUN_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+-]*")
+
+
+def validate_run_id(value: object, field: str = "run_id") -> str:
+    """A training run id as recorded in ``consumption``: 1-200 characters from letters, digits and
+    ``._:@+-``, starting with a letter or digit; never whitespace, control characters, path
+    separators or ``..``. ``field`` names the argument in the error (e.g. ``--run-id``)."""
+    if not isinstance(value, str):
+        raise RegistryError(f"invalid {field}: must be a string, got {type(value).__name__}")
+    shown = repr(value if len(value) <= 80 else value[:77] + "...")
+    if not value:
+        why = "it is empty"
+    elif len(value) > MAX_RUN_ID_LENGTH:
+        why = f"it is {len(value)} characters long (at most {MAX_RUN_ID_LENGTH})"
+    elif any(ord(c) < 32 or ord(c) == 127 for c in value):
+        why = "it contains a newline or another control character"
+    elif any(c.isspace() for c in value):
+        why = "it contains whitespace"
+    elif "/" in value or "\\" in value:
+        why = "it contains a path separator"
+    elif ".." in value:
+        why = "it contains '..'"
+    elif not _RUN_ID_RE.fullmatch(value):
+        why = "only letters, digits and '._:@+-' are allowed, starting with a letter or digit"
+    else:
+        return value
+    raise RegistryError(
+        f"invalid {field} {shown}: {why} (use 1-{MAX_RUN_ID_LENGTH} characters from letters, digits and "
+        "'._:@+-', starting with a letter or digit)"
+    )
 
 
 # --- releases -----------------------------------------------------------------------------------
@@ -266,22 +322,41 @@ def record_consumption(
     consumer: str,
     note: str = "",
     *,
+    force: bool = False,
     allow_revoked: bool = False,
 ) -> dict:
-    """Record that training run ``run_id`` consumed (release, build_id). Idempotent per (run, release, build)."""
-    _check_id("run_id", run_id)
+    """Record that training run ``run_id`` consumed (release, build_id). Idempotent per (run, release, build).
+
+    A revoked or superseded build is refused unless ``force=True`` (``allow_revoked=True``, the
+    older spelling, forces a revoked build only); a forced record's note starts with
+    ``forced: consumed a <status> build``, so it is never silent."""
+    validate_run_id(run_id)
     validate_release_name(release)
     _check_id("build_id", build_id)
     _check_id("consumer", consumer)
     with catalog.transaction() as conn:
         row = _require(conn, release, build_id)
-        if row["status"] == REVOKED and not allow_revoked:
+        status = row["status"]
+        if status == REVOKED and not (force or allow_revoked):
             succ = row["successor_build_id"]
             raise RevokedReleaseError(
                 f"release {release!r}: build {build_id} is revoked"
                 + (f"; consume its successor {succ}" if succ else " and has no successor")
-                + " (pass allow_revoked=True to record it anyway)"
+                + " (force it with `corpus consume --force` / force=True to record it anyway)"
             )
+        if status == SUPERSEDED and not force:
+            now = conn.execute(
+                "SELECT build_id FROM release_registry WHERE release = ? AND status = ? ORDER BY published_at DESC",
+                [release, PUBLISHED],
+            ).fetchone()
+            raise SupersededReleaseError(
+                f"release {release!r}: build {build_id} is superseded"
+                + (f"; the published build is {now[0]}" if now else " and the release has no published build")
+                + " (force it with `corpus consume --force` / force=True to record it anyway)"
+            )
+        if status in (REVOKED, SUPERSEDED):
+            forced = f"forced: consumed a {status} build"
+            note = f"{forced}; {note}" if note else forced
         conn.execute(
             "INSERT INTO consumption VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
             [run_id, release, build_id, consumer, _now(), note],
@@ -304,3 +379,268 @@ def consumers(catalog: Catalog, release: str, build_id: Optional[str] = None) ->
     with catalog.transaction() as conn:
         rows = conn.execute(sql + " ORDER BY consumed_at, run_id, build_id", params).fetchall()
     return [_consumption_row(r) for r in rows]
+
+
+# --- reconciliation with the data root ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _SealedBuild:
+    build_id: str
+    content_digest: str
+    created_at: Optional[datetime]
+    revocation: Optional[dict]  # what REVOKED.json says; None when the build is not revoked
+
+
+@dataclass
+class _ReleaseOnDisk:
+    current: Optional[str] = None  # the build id CURRENT names
+    builds: dict = field(default_factory=dict)  # build id -> _SealedBuild
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    """What ``reconcile`` changed and what it could not settle.
+
+    ``changes``: ``{"release", "build_id", "from", "to", "why"}`` (``from`` None: newly registered).
+    ``problems``: ``{"release", "build_id", "problem"}`` (``build_id`` None: the release itself,
+    e.g. an unreadable CURRENT); their rows are left as they were."""
+
+    changes: tuple = ()
+    problems: tuple = ()
+
+    def problems_of(self, release: str, build_id: Optional[str] = None) -> list[dict]:
+        """Problems of ``release`` as a whole (e.g. its CURRENT) and of its build ``build_id``."""
+        return [p for p in self.problems
+                if p["release"] == release and (p["build_id"] is None or p["build_id"] == build_id)]
+
+    def lines(self) -> list[str]:
+        out = [f"reconciled release {c['release']} build {c['build_id'][:16]}: "
+               f"{c['from'] or 'unregistered'} -> {c['to']} ({c['why']})" for c in self.changes]
+        out += [f"registry and data root disagree: release {p['release']}"
+                + (f" build {p['build_id'][:16]}" if p["build_id"] else "") + f": {p['problem']}" for p in self.problems]
+        return out
+
+
+def read_revocation_note(raw: Optional[bytes]) -> Optional[dict]:
+    """A build's ``REVOKED.json`` as a dict (``{}`` when unreadable: still revoked), None when absent."""
+    if raw is None:
+        return None
+    try:
+        note = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return {}
+    return note if isinstance(note, dict) else {}
+
+
+def _parse_time(value: object) -> Optional[datetime]:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        t = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
+
+
+def _sealed_build(release: str, bid: str, manifest_raw: bytes, revoked_raw: Optional[bytes],
+                  problems: list) -> Optional[_SealedBuild]:
+    try:
+        manifest = json.loads(manifest_raw)
+        digest = manifest["content_digest"]
+        validate_build_id(digest)  # a content digest has the same shape: 64 lowercase hex digits
+        if manifest["build_id"] != bid:
+            raise ValueError(f"its manifest names build {manifest['build_id']!r}")
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        problems.append({"release": release, "build_id": bid,
+                         "problem": f"{MANIFEST_NAME} is not a sealed release manifest ({exc}); not registered"})
+        return None
+    note = read_revocation_note(revoked_raw)
+    if note == {}:
+        problems.append({"release": release, "build_id": bid,
+                         "problem": f"{REVOKED_NAME} is unreadable; the build is treated as revoked"})
+    return _SealedBuild(bid, digest, _parse_time(manifest.get("created_at")), note)
+
+
+def _observe_local(releases_root: Path, problems: list) -> dict[str, _ReleaseOnDisk]:
+    root = Path(releases_root)
+    out: dict[str, _ReleaseOnDisk] = {}
+    if not root.is_dir():
+        return out
+    for rdir in sorted(root.iterdir()):
+        if rdir.name.startswith(".") or not rdir.is_dir():
+            continue
+        try:
+            validate_release_name(rdir.name)
+            confine(root, rdir)
+        except (InvalidKeyError, PathEscapeError):
+            continue  # not a release directory this project wrote
+        state = out.setdefault(rdir.name, _ReleaseOnDisk())
+        try:
+            text = (rdir / CURRENT_NAME).read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            text = None
+        if text is not None:
+            try:
+                state.current = validate_build_id(text)
+            except ValueError:
+                problems.append({"release": rdir.name, "build_id": None,
+                                 "problem": f"{rdir / CURRENT_NAME} does not hold a build id ({text[:80]!r})"})
+        for bdir in sorted(rdir.iterdir()):
+            try:
+                validate_build_id(bdir.name)
+            except ValueError:
+                continue  # CURRENT, staging (.tmp-*), conflict diagnostics
+            manifest = bdir / MANIFEST_NAME
+            if not bdir.is_dir() or bdir.is_symlink() or not manifest.is_file():
+                continue
+            revoked = bdir / REVOKED_NAME
+            b = _sealed_build(rdir.name, bdir.name, manifest.read_bytes(),
+                              revoked.read_bytes() if revoked.is_file() else None, problems)
+            if b is not None:
+                state.builds[b.build_id] = b
+    return out
+
+
+def _observe_remote(remote: "ObjectStore", problems: list) -> dict[str, _ReleaseOnDisk]:
+    out: dict[str, _ReleaseOnDisk] = {}
+    for name in remote.list_dir(RELEASES):
+        try:
+            validate_release_name(name)
+        except InvalidKeyError:
+            continue
+        base = DataRoot.release_key(name)
+        state = out.setdefault(name, _ReleaseOnDisk())
+        raw = remote.read_bytes(f"{base}/{CURRENT_NAME}")
+        if raw is not None:
+            text = raw.decode("utf-8", "replace").strip()
+            try:
+                state.current = validate_build_id(text)
+            except ValueError:
+                problems.append({"release": name, "build_id": None,
+                                 "problem": f"{remote.uri(base)}/{CURRENT_NAME} does not hold a build id ({text[:80]!r})"})
+        for bid in remote.list_dir(base):
+            try:
+                validate_build_id(bid)
+            except ValueError:
+                continue
+            manifest = remote.read_bytes(f"{base}/{bid}/{MANIFEST_NAME}")
+            if manifest is None:
+                continue  # not sealed: an upload in progress or abandoned; nobody reads it
+            b = _sealed_build(name, bid, manifest, remote.read_bytes(f"{base}/{bid}/{REVOKED_NAME}"), problems)
+            if b is not None:
+                state.builds[bid] = b
+    return out
+
+
+def _runs_of(conn, release: str, build_id: str) -> set:
+    return {r[0] for r in conn.execute(
+        "SELECT run_id FROM consumption WHERE release = ? AND build_id = ?", [release, build_id]).fetchall()}
+
+
+def _revocation_of(conn, release: str, b: _SealedBuild) -> tuple:
+    """(revoked_at, successor, revocation_json) from the build's REVOKED.json, runs united with its consumers."""
+    note = b.revocation or {}
+    successor = note.get("successor_build_id")
+    try:
+        successor = validate_build_id(successor) if successor is not None and successor != b.build_id else None
+    except ValueError:
+        successor = None
+    request_ids = note.get("request_ids")
+    request_ids = sorted({str(r) for r in request_ids}) if isinstance(request_ids, list) else []
+    runs = sorted(_runs_of(conn, release, b.build_id))
+    text = note.get("note") if isinstance(note.get("note"), str) else ""
+    revocation = {"request_ids": request_ids, "affected_runs": runs, "note": text}
+    return _parse_time(note.get("revoked_at")) or _now(), successor, json.dumps(revocation, sort_keys=True)
+
+
+def _reconcile_release(conn, release: str, state: _ReleaseOnDisk, changes: list, problems: list) -> None:
+    rows = {r[1]: _registry_row(r) for r in conn.execute(
+        f"SELECT {', '.join(_REGISTRY_COLS)} FROM release_registry WHERE release = ?", [release]).fetchall()}
+    settled = set()
+    for bid, b in sorted(state.builds.items()):
+        row = rows.get(bid)
+        if row is not None and row["content_digest"] != b.content_digest:
+            problems.append({"release": release, "build_id": bid, "problem": (
+                f"registered with content digest {row['content_digest']}, but its sealed manifest says "
+                f"{b.content_digest}; the row is left as it is")})
+            continue
+        settled.add(bid)
+        if row is None:
+            status = REVOKED if b.revocation is not None else SUPERSEDED
+            revoked_at, successor, revocation_json = (_revocation_of(conn, release, b) if status == REVOKED
+                                                      else (None, None, None))
+            conn.execute(
+                "INSERT INTO release_registry VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [release, bid, b.content_digest, DataRoot.release_key(release, bid), status,
+                 b.created_at or _now(), revoked_at, successor, revocation_json],
+            )
+            changes.append({"release": release, "build_id": bid, "from": None, "to": status,
+                            "why": f"its directory holds {REVOKED_NAME}" if status == REVOKED
+                            else "a sealed build the registry did not know"})
+        elif b.revocation is not None and row["status"] != REVOKED:
+            revoked_at, successor, revocation_json = _revocation_of(conn, release, b)
+            conn.execute(
+                "UPDATE release_registry SET status = ?, revoked_at = ?, successor_build_id = ?, revocation_json = ? "
+                "WHERE release = ? AND build_id = ?",
+                [REVOKED, revoked_at, successor, revocation_json, release, bid],
+            )
+            changes.append({"release": release, "build_id": bid, "from": row["status"], "to": REVOKED,
+                            "why": f"its directory holds {REVOKED_NAME}"})
+    current = state.current
+    if current is None:
+        return
+    if current not in state.builds:
+        if not any(p["build_id"] == current for p in problems if p["release"] == release):
+            problems.append({"release": release, "build_id": None,
+                             "problem": f"{CURRENT_NAME} names build {current}, which has no sealed build directory"})
+        return
+    if current not in settled:
+        problems.append({"release": release, "build_id": None,
+                         "problem": f"{CURRENT_NAME} names build {current}, whose registry row disagrees with it"})
+        return
+    # CURRENT is what consumers read: no other build is the published one
+    for r in conn.execute(
+            "SELECT build_id FROM release_registry WHERE release = ? AND status = ? AND build_id <> ? ORDER BY build_id",
+            [release, PUBLISHED, current]).fetchall():
+        conn.execute("UPDATE release_registry SET status = ? WHERE release = ? AND build_id = ?",
+                     [SUPERSEDED, release, r[0]])
+        changes.append({"release": release, "build_id": r[0], "from": PUBLISHED, "to": SUPERSEDED,
+                        "why": f"{CURRENT_NAME} names {current[:16]}"})
+    status = conn.execute("SELECT status FROM release_registry WHERE release = ? AND build_id = ?",
+                          [release, current]).fetchone()[0]
+    if status == SUPERSEDED:
+        conn.execute("UPDATE release_registry SET status = ? WHERE release = ? AND build_id = ?",
+                     [PUBLISHED, release, current])
+        changes.append({"release": release, "build_id": current,
+                        "from": None if rows.get(current) is None else SUPERSEDED, "to": PUBLISHED,
+                        "why": f"{CURRENT_NAME} names it"})
+    # (a revoked build CURRENT still names stays revoked: a revocation is never undone)
+
+
+def reconcile(catalog: Catalog, releases_root: Union[str, Path], remote: Optional["ObjectStore"] = None) -> Reconciliation:
+    """Make the registry agree with the published builds: the release directories under
+    ``releases_root`` or, with ``remote`` (an object-store data root), the bucket, which is the
+    authority there.
+
+    * the build CURRENT names is registered and ``published`` (any other ``published`` row of the
+      release becomes ``superseded``) — unless it is revoked, which is never undone;
+    * every other sealed build (a build directory with its ``manifest.json``) the registry lacks is
+      registered ``superseded``;
+    * a build holding ``REVOKED.json`` is ``revoked``, with its successor, request ids, note and
+      time from that file, and every recorded consumer as an affected run;
+    * a registered build whose directory is gone stays as it is; rows are never deleted; a row
+      whose content digest disagrees with the build's manifest is left alone and reported.
+
+    Reads manifests and pointers only (no artifact is hashed), writes in one catalog transaction,
+    and a second call changes nothing. Paths are registered as ``releases/<release>/<build_id>``
+    (relative to the data root, as ``release_manifest`` registers them)."""
+    problems: list[dict] = []
+    observed = (_observe_remote(remote, problems) if remote is not None
+                else _observe_local(Path(releases_root), problems))
+    changes: list[dict] = []
+    if observed:
+        with catalog.transaction() as conn:
+            for release, state in sorted(observed.items()):
+                _reconcile_release(conn, release, state, changes, problems)
+    return Reconciliation(tuple(changes), tuple(problems))
