@@ -124,3 +124,45 @@ def test_crawl_of_the_real_pydoc_server(corpus_env, tmp_path):
             first = {r["item_id"] for r in records}
             second, _ = _records(corpus_env, key2)
             assert second and not (first & {r["item_id"] for r in second})
+
+
+def test_a_release_sees_the_crawl_as_of_its_latest_snapshot(corpus_env, tmp_path, monkeypatch):
+    """Crawls capture only what changed, so a release folds them in capture order: a page found
+    removed (404) or whose re-capture quality rejects leaves the release; a page that failed to
+    fetch (500) or did not change keeps its earlier copy."""
+    from release_fixture import DOCS, TOKENIZER
+
+    names = ["gc", "venv", "logging", "pathlib"]
+    site = {"/": _page("Index", DOCS["gc"], [f"/{n}.html" for n in names[1:]])}
+    site.update({f"/{n}.html": _page(n, DOCS[n]) for n in names[1:]})
+    rel = tmp_path / "releases"
+    rel.mkdir()
+    (rel / "crawl.yaml").write_text("name: crawl\nsnapshots: {sources: [site]}\nsplit: {fractions: [0.6, 0.2, 0.2]}\n"
+                                    + TOKENIZER + "packing: {seq_len: 128, overlength: split, pad_token: '<|pad|>'}\n"
+                                    "shards: {positions: 1024}\n")
+    monkeypatch.setenv("CORPUS_RELEASES", str(rel))
+    with serve_site(site) as base:
+        _crawl_sources(tmp_path, base + "/")
+        from corpus_assets.definitions import build_definitions
+
+        defs = build_definitions()
+        with dg.instance_for_test() as instance:
+            _registry(defs, instance)
+            key1 = _tick(defs, instance, "site", T0).run_requests[0].partition_key
+            site["/venv.html"] = (404, {"Content-Type": "text/plain"}, b"gone")
+            site["/logging.html"] = _page("logging", "Moved to the new handbook.")
+            site["/pathlib.html"] = (500, {"Content-Type": "text/plain"}, b"try again later")
+            key2 = _tick(defs, instance, "site", T0 + timedelta(hours=1)).run_requests[0].partition_key
+            instance.add_dynamic_partitions("releases", ["crawl"])
+            assert defs.resolve_job_def("release_job").execute_in_process(instance=instance, partition_key="crawl").success
+    store = LayerStore(corpus_env)
+    views = {r["record_id"] for r in store.require_current("token_views", "crawl").read_table("views").to_pylist()}
+    rid = {n: f"site:{base}/{n}.html" for n in names[1:]}
+    assert f"site:{base}/" in views and rid["pathlib"] in views  # unchanged, and a failed fetch: no news
+    assert rid["venv"] not in views and rid["logging"] not in views
+    decisions = {(r["record_id"], r["snapshot"]): r for r in
+                 store.require_current("dedup_clusters", "crawl").read_table("decisions").to_pylist()}
+    assert decisions[(rid["venv"], key1)]["reason"] == "snapshots.removed_later"
+    assert decisions[(rid["venv"], key1)]["detail"] == f"source_removed in {key2}"
+    assert decisions[(rid["logging"], key1)]["reason"] == "snapshots.removed_later"
+    assert decisions[(rid["pathlib"], key1)]["action"] == "accept"

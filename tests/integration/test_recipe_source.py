@@ -41,7 +41,7 @@ sources:
     rel.mkdir()
     fixture = PROJECT / "tests" / "data" / "tokenizer" / "tiny_bpe.json"
     (rel / "r1.yaml").write_text(
-        "name: r1\nsnapshots: {sources: [tir]}\nsplit: {fractions: [0.6, 0.2, 0.2]}\n"
+        "name: r1\nuses: [post_training]\nsnapshots: {sources: [tir]}\nsplit: {fractions: [0.6, 0.2, 0.2]}\n"
         f"tokenizer: {{path: '{fixture}', special_tokens: ['<|endoftext|>', '<|pad|>'], eos_token: '<|endoftext|>'}}\n"
         "packing: {seq_len: 128, overlength: split, pad_token: '<|pad|>'}\nshards: {positions: 512}\n")
     monkeypatch.setenv("CORPUS_RELEASES", str(rel))

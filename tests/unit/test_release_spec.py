@@ -95,6 +95,7 @@ DEMO_AS_WRITTEN = {  # releases/demo.yaml as written: what every demo build id i
     "packing": {"seq_len": 512, "mode": "atomic", "fit": "in_order", "overlength": "split", "boundary": "mask",
                 "tail": "pad", "pad_token": "<|pad|>"},
     "shards": {"positions": 8192},
+    "uses": ["post_training"],
 }
 
 
@@ -115,12 +116,18 @@ class _UntypedReleaseSpec(BaseModel):
     shards: dict = Field(default_factory=dict)
 
 
+def _untyped_dump(path) -> dict:
+    out = _UntypedReleaseSpec.model_validate(read_yaml(path)).model_dump(mode="json")
+    out["snapshots"].pop("retain")  # a default added later: not in the identity unless written
+    return out
+
+
 def test_as_written_is_the_untyped_dump_for_the_demo_spec():
     path = project_root() / "releases" / "demo.yaml"
     spec = load_release_spec(path)
     assert spec.as_written() == DEMO_AS_WRITTEN
     assert list(spec.as_written()) == list(DEMO_AS_WRITTEN)  # same key order too
-    assert spec.as_written() == _UntypedReleaseSpec.model_validate(read_yaml(path)).model_dump(mode="json")
+    assert spec.as_written() == _untyped_dump(path)
     # the typed sections do carry defaults the YAML does not write: they must not leak into it
     assert spec.model_dump(mode="json")["packing"]["open_blocks"] == 64 and "open_blocks" not in spec.as_written()["packing"]
     assert canonical_digest(spec.as_written()) != canonical_digest(spec.model_dump(mode="json"))
@@ -134,7 +141,7 @@ def test_as_written_of_a_minimal_spec_has_empty_sections_and_no_mixture(tmp_path
         "snapshots": {"explicit": [], "sources": ["a"], "since": None, "until": None},
         "dedup": {}, "split": {}, "tokenizer": {}, "token_views": {}, "mixture": None, "packing": {}, "shards": {},
     }
-    assert spec.as_written() == _UntypedReleaseSpec.model_validate(read_yaml(path)).model_dump(mode="json")
+    assert spec.as_written() == _untyped_dump(path)
     # typed defaults: seq_len 2048 when absent, the default split and token view policies
     assert spec.packing.seq_len == 2048 and spec.split.fractions == [0.8, 0.1, 0.1] and spec.tokenizer is None
 
@@ -157,7 +164,7 @@ shards: {positions: 128}
     written = spec.as_written()
     assert written["split"] == {"names": ["train"], "fractions": [1]} and isinstance(written["split"]["fractions"][0], int)
     assert written["snapshots"]["since"] == "2026-11-02T00:00:00Z" and written["mixture"] is None
-    assert written == _UntypedReleaseSpec.model_validate(read_yaml(path)).model_dump(mode="json")
+    assert written == _untyped_dump(path)
     assert canonical_digest(written) == canonical_digest(load_release_spec(path).as_written())  # stable
 
 
@@ -298,3 +305,20 @@ def test_config_error_keeps_its_message_and_carries_the_problems(tmp_path):
         load_release_spec(_spec(tmp_path, "r11", "name: r12\nsnapshots: {sources: [a]}\n"))
     assert e.value.problem_lines("r11.yaml") == ["r11.yaml: name: name 'r12' must match the file name 'r11'"]
     assert ConfigError("plain\nmessage").problem_lines("f.yaml") == ["f.yaml: plain message"]
+
+
+def test_retain_and_uses_enter_the_identity_only_when_written(tmp_path):
+    base = "name: r5\nsnapshots: {sources: [a]}\n"
+    plain = load_release_spec(_spec(tmp_path, "r5", base))
+    assert (plain.snapshots.retain, plain.uses) == ("latest", ["pretraining"])
+    assert "uses" not in plain.as_written() and "retain" not in plain.as_written()["snapshots"]
+    union = load_release_spec(_spec(tmp_path, "r5", "name: r5\nuses: [post_training, evaluation]\n"
+                                                   "snapshots: {sources: [a], retain: union}\n"))
+    assert (union.snapshots.retain, union.uses) == ("union", ["post_training", "evaluation"])
+    assert union.as_written()["snapshots"]["retain"] == "union" and union.as_written()["uses"] == ["post_training", "evaluation"]
+    for bad, field in (("uses: [research]", "uses[0]"), ("uses: []", "uses"), ("snapshots: {sources: [a], retain: all}",
+                                                                              "snapshots.retain")):
+        text = base.replace("snapshots: {sources: [a]}", bad) if bad.startswith("snapshots") else base + bad + "\n"
+        with pytest.raises(ConfigError) as err:
+            load_release_spec(_spec(tmp_path, "r5", text))
+        assert field in [p.field for p in err.value.problems]

@@ -24,7 +24,9 @@ from resources.storage import StorageResource
     owners=["team:corpus"],
     code_version=DEDUP_CODE_VERSION,
     description=(
-        "Exact and near-duplicate clusters over all snapshots of a release. Exact: dedup key with byte "
+        "Exact and near-duplicate clusters of the records a release sees: each source as of its latest "
+        "selected snapshot (or every record's newest copy with snapshots.retain: union), sources whose "
+        "allowed_uses cover the release's uses. Exact: dedup key with byte "
         "comparison, every alias kept. Near: LSH (bands x rows in the policy) over cached signatures, "
         "candidates verified by real Jaccard, Algorithm 18.1 in the stable total order (governance "
         "eligibility, quality, source priority, record id). Leakage groups = connected components."
@@ -43,8 +45,12 @@ def dedup_clusters(
     snapshots = spec.snapshots.select(store.partitions(MINHASH_SIGNATURES))
     if not snapshots:
         raise ValueError(f"release {name!r} selects no snapshot with materialized minhash_signatures")
-    priority = {s.id: s.priority for s in sources.load().sources}
-    s = build_dedup(store, name, snapshots, policy, releases.dedup().minhash, priority, log=context.log.info)
+    declared = sources.load().sources
+    priority = {s.id: s.priority for s in declared}
+    s = build_dedup(store, name, snapshots, policy, releases.dedup().minhash, priority,
+                    rule=spec.snapshots.retain, incremental_sources={s.id for s in declared if s.kind == "http_crawl"},
+                    allowed_uses={s.id: s.governance.allowed_uses for s in declared}, uses=spec.uses,
+                    log=context.log.info)
     kept = s.version.manifest["kept"]
     return dg.MaterializeResult(
         data_version=dg.DataVersion(s.version.content_digest),
@@ -56,6 +62,10 @@ def dedup_clusters(
             "duplicate_rate": dg.MetadataValue.float(ratio(s.records - kept, s.records)),
             "candidate_pairs": dg.MetadataValue.int(s.candidates),
             "superseded_copies": dg.MetadataValue.int(s.superseded),
+            "snapshot_rule": dg.MetadataValue.text(spec.snapshots.retain),
+            "uses": dg.MetadataValue.text(", ".join(spec.uses)),
+            "left_out": dg.MetadataValue.md(markdown_table(["reason", "copies"], sorted(s.version.manifest["left_out"].items()))
+                                            if s.version.manifest["left_out"] else "_none_"),
             "snapshots": dg.MetadataValue.md("\n".join(f"- {k}" for k in s.snapshots)),
             "cluster_sizes": dg.MetadataValue.md(markdown_table(["cluster size", "clusters"], sorted(s.cluster_sizes.items()))),
             "largest_clusters": dg.MetadataValue.md(

@@ -1,8 +1,9 @@
 """The ``dedup_clusters`` layer of a release: exact and near-duplicate clusters over its snapshots.
 
 A release:
-1. selects its snapshots (release spec); when one record id appears in several selected
-   snapshots of its source, the latest snapshot's copy is used (the others are superseded);
+1. selects its snapshots (release spec) and the copies it sees (``release_view``: each source
+   as of its latest selected snapshot, sources allowing the release's uses); every copy left
+   out gets a decision with its reason;
 2. exact dedup over dedup keys, collisions ruled out by comparing normalized bytes, every alias
    kept (``aliases`` table), representative by the stable total order
    (governance eligibility, quality, source priority, record id);
@@ -17,7 +18,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Iterable, Mapping, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -25,22 +26,21 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from corpus_assets.domain.dedup.exact import ExactGroup, alias_rows, exact_groups, exact_summary
 from corpus_assets.domain.core.hashing import canonical_digest, dedup_normal_form
-from corpus_assets.domain.core.keys import parse_snapshot_key
 from corpus_assets.domain.core.progress import Progress
 from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
 from corpus_assets.domain.dedup.lsh import LshPolicy
 from corpus_assets.domain.dedup.minhash import (
     MinHashPolicy,
     exact_jaccard,
-    hash_shingles,
     minhash_policy_version,
-    shingle_set,
+    text_shingle_hashes,
 )
 from corpus_assets.domain.dedup.near import near_dedup, stable_order
+from corpus_assets.domain.dedup.release_view import STAGE_OF, SUPERSEDED, Excluded, ReleaseView, release_view
 from corpus_assets.domain.layers.decisions import DECISIONS_TABLE, decisions_from_columns
 from corpus_assets.domain.layers.registry import CLUSTERS_SCHEMA, CURATED_RECORDS, DEDUP_CLUSTERS, MINHASH_SIGNATURES, layer
 
-DEDUP_CODE_VERSION = "dedup-2"  # 2: the decisions table
+DEDUP_CODE_VERSION = "dedup-3"  # 2: the decisions table; 3: the release view (snapshot rule, uses)
 
 
 class ReleaseDedupPolicy(BaseModel):
@@ -68,36 +68,42 @@ class DedupSummary:
     largest: list[tuple[str, int]] = field(default_factory=list)
 
 
-_CURATED_COLUMNS = ("text", "governance_json", "schema_type", "lang")
+_CURATED_COLUMNS = ("source_id", "text", "governance_json", "schema_type", "domain", "lang", "char_count")
 
 
-def _load_release_records(store: LayerStore, snapshots: list[str]):
-    """Records of the release (latest snapshot wins per record id), with texts and signatures, and
-    the content digest of each snapshot's signatures version."""
-    rows: dict[str, dict] = {}
+def _load_release_records(store: LayerStore, snapshots: list[str], view: ReleaseView):
+    """The copies the release uses (``view.chosen``), with texts and signatures, in record-id
+    order; a light row (ids, source, type, language, size) for every copy it leaves out; and the
+    content digest of each snapshot's signatures version."""
+    rows: list[dict] = []
+    left_out: dict[tuple[str, str], dict] = {}
     sig_digests: dict[str, str] = {}
-    superseded: list[dict] = []
     dtype = None
-    # oldest first, so a later snapshot replaces an earlier copy of the same record id
-    for snap in sorted(snapshots, key=lambda k: (parse_snapshot_key(k)[1], k)):
+    excluded = {(e.snapshot, e.record_id) for e in view.excluded}
+    for snap in sorted(snapshots):
         sig_v = store.require_current(MINHASH_SIGNATURES, snap)
         sig_digests[snap] = sig_v.content_digest
-        cur_v = store.require_current(CURATED_RECORDS, snap)
         dtype = sig_v.manifest.get("signature_dtype") or dtype
+        used = view.chosen.get(snap, set())
         texts = {}
+        cur_v = store.require_current(CURATED_RECORDS, snap)
         for b in cur_v.iter_batches("records", columns=["record_id", *_CURATED_COLUMNS]):
             for rid, *values in zip(*(b.column(i).to_pylist() for i in range(b.num_columns))):
-                texts[rid] = values
+                row = dict(zip(_CURATED_COLUMNS, values))
+                if rid in used:
+                    texts[rid] = row
+                elif (snap, rid) in excluded:
+                    row.update(record_id=rid, snapshot=snap, text=None, governance_json=None)
+                    left_out[(snap, rid)] = row
+        if not used:
+            continue
         for b in sig_v.iter_batches("signatures"):
             for r in b.to_pylist():
-                r.update(zip(_CURATED_COLUMNS, texts[r["record_id"]]))
-                old = rows.get(r["record_id"])
-                if old is not None:
-                    superseded.append({"record_id": r["record_id"], "snapshot": old["snapshot"], "superseded_by": snap,
-                                       "_row": old})
-                rows[r["record_id"]] = r
-    ordered = [rows[k] for k in sorted(rows)]
-    return ordered, superseded, dtype, dict(sorted(sig_digests.items()))
+                if r["record_id"] in used:
+                    r.update(texts[r["record_id"]])
+                    rows.append(r)
+    rows.sort(key=lambda r: r["record_id"])
+    return rows, left_out, dtype, dict(sorted(sig_digests.items()))
 
 
 def _eligible(governance_json: str) -> bool:
@@ -113,10 +119,22 @@ def build_dedup(
     minhash: MinHashPolicy,
     source_priority: dict[str, int],
     *,
+    rule: str = "latest",
+    incremental_sources: Iterable[str] = (),
+    allowed_uses: Optional[Mapping[str, Iterable[str]]] = None,
+    uses: Iterable[str] = (),
     log: Optional[Callable[[str], None]] = None,
 ) -> DedupSummary:
+    """Cluster the copies the release sees (``release_view``: each source as of its latest selected
+    snapshot under rule ``latest``; ``union`` keeps every record id's newest accepted copy)."""
     started = time.monotonic()
-    rows, superseded, dtype, sig_digests = _load_release_records(store, snapshots)
+    view = release_view(store, snapshots, rule=rule, incremental_sources=incremental_sources,
+                        allowed_uses=allowed_uses, uses=uses)
+    rows, left_out, dtype, sig_digests = _load_release_records(store, snapshots, view)
+    superseded = [e for e in view.excluded if e.reason == SUPERSEDED]
+    if log and view.excluded:
+        log(f"dedup {release}: {len(view.excluded)} copies left out by the snapshot rule {rule!r} and the release's uses: "
+            + ", ".join(f"{r} {n}" for r, n in sorted(view.counts.items())))
     n = len(rows)
     ids = [r["record_id"] for r in rows]
     sources = [r["source_id"] for r in rows]
@@ -149,7 +167,7 @@ def build_dedup(
 
     def shingle_hashes(k: int) -> np.ndarray:
         if k not in shingle_cache:
-            shingle_cache[k] = np.unique(hash_shingles(shingle_set(normal[reps[k]], minhash.shingles), minhash.hash_function))
+            shingle_cache[k] = text_shingle_hashes(normal[reps[k]], minhash)
         return shingle_cache[k]
 
     progress = Progress(log, f"dedup {release}: LSH candidate pairs verified", unit="pairs") if log else None
@@ -199,6 +217,8 @@ def build_dedup(
         "snapshots": sorted(snapshots),
         "signatures": sig_digests,
         "policy": policy.model_dump(mode="json"),
+        "snapshot_rule": rule,
+        "uses": list(view.uses),
         "lsh": result.policy,
         "minhash_policy": minhash_policy_version(minhash),
     }
@@ -226,8 +246,9 @@ def build_dedup(
                 for (x, y), j in zip(result.edges.tolist(), result.edge_jaccard.tolist())
             ],
         )
-        w.write("superseded", [{k: v for k, v in r.items() if k != "_row"} for r in superseded])
-        w.write(DECISIONS_TABLE, _decisions(rows, ids, kind, final_rep, final_j, superseded,
+        w.write("superseded", [{"record_id": e.record_id, "snapshot": e.snapshot, "superseded_by": e.superseded_by}
+                               for e in superseded])
+        w.write(DECISIONS_TABLE, _decisions(rows, ids, kind, final_rep, final_j, view.excluded, left_out,
                                             canonical_digest(build_spec)[:16]))
         ex = exact_summary(groups)
         version = w.commit(
@@ -237,6 +258,7 @@ def build_dedup(
                 "near_removed": result.removed,
                 "candidates": result.candidates,
                 "kept": int(sum(1 for k in kind if k == "representative")),
+                "left_out": dict(sorted(view.counts.items())),
                 "policy_digest": canonical_digest(build_spec)[:16],
             }
         )
@@ -255,28 +277,28 @@ _REASONS = {"representative": ("accept", "ok"), "exact": ("reject", "dedup.exact
 
 
 def _decisions(rows: list[dict], ids: list[str], kind: list[str], final_rep: np.ndarray, final_j: np.ndarray,
-               superseded: list[dict], policy_version: str) -> pa.Table:
-    """The dedup stage's decision per input record: every copy of the release's snapshots, in the
-    clusters' order, then the older copies another snapshot supersedes."""
-    chars = [len(r["text"]) for r in rows]
+               excluded: list[Excluded], left_out: dict[tuple[str, str], dict], policy_version: str) -> pa.Table:
+    """The dedup stage's decision per input copy: every accepted copy of the release's snapshots,
+    the copies it clusters in record-id order, then the copies the release view leaves out."""
+    chars = [r["char_count"] for r in rows]
     actions = [_REASONS[k][0] for k in kind]
     details = ["" if k == "representative" else
                f"{'exact copy' if k == 'exact' else 'near duplicate'} of {ids[j]}" + (f" (J={jac:.3f})" if k == "near" else "")
                for k, j, jac in zip(kind, final_rep.tolist(), final_j.tolist())]
-    old = [r["_row"] for r in superseded]
+    old = [left_out[(e.snapshot, e.record_id)] for e in excluded]
     return decisions_from_columns(
         len(rows) + len(old),
-        stage="dedup",
-        record_id=ids + [r["record_id"] for r in superseded],
+        stage=["dedup"] * len(rows) + [STAGE_OF[e.reason] for e in excluded],
+        record_id=ids + [e.record_id for e in excluded],
         source_id=[r["source_id"] for r in rows + old],
         snapshot=[r["snapshot"] for r in rows + old],
         schema_type=[r["schema_type"] for r in rows + old],
         domain=[r["domain"] for r in rows + old],
         lang=[r["lang"] for r in rows + old],
         action=actions + ["reject"] * len(old),
-        reason=[_REASONS[k][1] for k in kind] + ["dedup.superseded"] * len(old),
-        detail=details + [f"superseded by the copy in {r['superseded_by']}" for r in superseded],
+        reason=[_REASONS[k][1] for k in kind] + [e.reason for e in excluded],
+        detail=details + [e.detail for e in excluded],
         policy_version=policy_version,
-        chars_in=chars + [len(r["text"]) for r in old],
+        chars_in=chars + [r["char_count"] for r in old],
         chars_out=[c if a == "accept" else 0 for c, a in zip(chars, actions)] + [0] * len(old),
     )

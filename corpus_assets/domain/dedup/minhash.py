@@ -696,6 +696,11 @@ def empty_rows(sigs: np.ndarray, policy: Optional[MinHashPolicy] = None) -> np.n
     return np.all(sigs == _empty_value(policy), axis=1)
 
 
+def text_shingle_hashes(normal_text: str, policy: MinHashPolicy) -> np.ndarray:
+    """The sorted unique shingle hashes of a text in dedup normal form: what real Jaccard compares."""
+    return np.unique(hash_shingles(shingle_set(normal_text, policy.shingles), policy.hash_function))
+
+
 def exact_jaccard(a: np.ndarray, b: np.ndarray) -> float:
     """Jaccard similarity of two sets of shingle hashes (duplicates ignored).
 

@@ -31,11 +31,16 @@ RowAdapterName = Literal[
 DocumentDomain = Literal["prose", "code"]
 
 
+# what data may be used for: a source's governance.allowed_uses and a release's uses
+Use = Literal["pretraining", "post_training", "evaluation"]
+
+
 class Governance(BaseModel):
     model_config = ConfigDict(extra="forbid")
     license: str = Field(min_length=1, description="SPDX id or short license name")
     rights_evidence: str = Field(min_length=1, description="URL or note that shows the right to use it")
-    allowed_uses: list[str] = Field(default_factory=lambda: ["pretraining", "post_training", "evaluation"])
+    allowed_uses: list[Use] = Field(default_factory=lambda: ["pretraining", "post_training", "evaluation"],
+                                    description="a release is built only from sources that allow all of its uses")
     retention: str = "indefinite"
 
 

@@ -163,6 +163,13 @@ class TombstoneInfo(_Model):
     count: int = Field(ge=0, description="tombstoned record copies applied to this build")
 
 
+class SnapshotRule(_Model):
+    retain: Literal["latest", "union"] = Field(description="snapshots.retain of the release spec")
+    statement: str = Field(description="the rule in one sentence")
+    left_out: dict[str, int] = Field(default_factory=dict,
+                                     description="reason -> accepted copies the release does not use")
+
+
 class ReleaseManifest(_Model):
     manifest_format: Literal["corpus-release/1"] = MANIFEST_FORMAT
     corpus_id: str
@@ -172,8 +179,10 @@ class ReleaseManifest(_Model):
     content_digest: str = Field(pattern=_HEX64, description="digest of the artifacts; the manifest is not part of it")
     owner: str = Field(description="responsible team (created_by)")
     created_at: Optional[str] = Field(default=None, description="ISO time of the build (descriptive; not hashed)")
-    intended_uses: list[str]
+    intended_uses: list[str] = Field(description="the release spec's uses; every source allows all of them")
     excluded_uses: list[str]
+    snapshot_rule: Optional[SnapshotRule] = Field(default=None, description="which copies of each record the release "
+                                                  "uses (absent only in manifests written before the rule existed)")
     sources: list[SourceEntry]
     pipeline: PipelineInfo
     stage_counts: list[StageCount]
@@ -291,6 +300,11 @@ def render_data_card(manifest: ReleaseManifest, *, known_limits: list[str], repo
         L.append(f"- built at: {m.created_at}")
     L += ["", "## Uses", "", "Intended uses:", ""] + _bullets(m.intended_uses, "- (none declared)")
     L += ["", "Excluded uses:", ""] + _bullets(m.excluded_uses, "- (none declared)")
+    if m.snapshot_rule is not None:
+        r = m.snapshot_rule
+        L += ["", "## What the release contains", "", f"Snapshot rule `{r.retain}`: {r.statement}.", ""]
+        L += (_table(["left out", "copies"], [[k, v] for k, v in sorted(r.left_out.items())]) if r.left_out
+              else ["No accepted copy was left out."])
 
     L += ["", "## Sources", ""]
     L += _table(

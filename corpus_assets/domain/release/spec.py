@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError, to_jsonable_python
@@ -23,6 +23,7 @@ from pydantic_core import PydanticCustomError, to_jsonable_python
 from corpus_assets.domain.core.config_files import ConfigError, ConfigProblem, field_errors, read_yaml, validate
 from corpus_assets.domain.core.keys import parse_snapshot_key, validate_release_name, validate_source_id
 from corpus_assets.domain.dedup.clusters_layer import ReleaseDedupPolicy
+from corpus_assets.domain.ingest.sources_config import Use
 from corpus_assets.domain.pack.mixture import MixtureSpec
 from corpus_assets.domain.pack.shards_layer import PackingSection, ShardSpec
 from corpus_assets.domain.tokens.splits import SplitPolicy
@@ -34,13 +35,17 @@ SECTIONS = ("dedup", "split", "tokenizer", "token_views", "mixture", "packing", 
 
 
 class SnapshotSelection(BaseModel):
-    """Explicit snapshot keys, or sources with an optional capture-time window (UTC, inclusive)."""
+    """Explicit snapshot keys, or sources with an optional capture-time window (UTC, inclusive),
+    and which copies of their records the release keeps (docs/releases.md#what-a-release-contains)."""
 
     model_config = ConfigDict(extra="forbid")
     explicit: list[str] = Field(default_factory=list)
     sources: list[str] = Field(default_factory=list)
     since: Optional[datetime] = None
     until: Optional[datetime] = None
+    retain: Literal["latest", "union"] = Field(
+        default="latest",
+        description="latest: each source as of its latest selected snapshot; union: every record's newest accepted copy")
 
     @field_validator("explicit")
     @classmethod
@@ -96,6 +101,8 @@ class ReleaseSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
     description: str = ""
+    uses: list[Use] = Field(default_factory=lambda: ["pretraining"], min_length=1,
+                            description="what the release is for; sources whose allowed_uses miss one are left out")
     snapshots: SnapshotSelection
     dedup: ReleaseDedupPolicy = Field(default_factory=ReleaseDedupPolicy, description="exact and near-duplicate policy")
     split: SplitPolicy = Field(default_factory=SplitPolicy, description="train / validation / test assignment")
@@ -187,12 +194,18 @@ class ReleaseSpec(BaseModel):
     def as_written(self) -> dict[str, Any]:
         """The spec as it enters build ids (``release_manifest``) and the sensor's cursor: name,
         description, the typed ``snapshots`` dump, and every section exactly as written in the YAML
-        (JSON form; an absent section is ``{}``, an absent ``mixture`` is None). Section defaults are
-        not in it: a section model that gains a default never changes an existing build id."""
+        (JSON form; an absent section is ``{}``, an absent ``mixture`` is None), plus ``uses`` and
+        ``snapshots.retain`` when written. Defaults are not in it: a model that gains a default never
+        changes an existing build id."""
         out: dict[str, Any] = self.model_dump(mode="json", include={"name", "description", "snapshots"})
+        # fields added later enter the identity only when written, so older specs keep their build ids
+        if "retain" not in self.snapshots.model_fields_set:
+            out["snapshots"].pop("retain")
         for key in SECTIONS:
             absent = None if key == "mixture" else {}
             out[key] = to_jsonable_python(self._written.get(key, absent))
+        if "uses" in self.model_fields_set:
+            out["uses"] = list(self.uses)
         return out
 
 
