@@ -5,16 +5,18 @@ step per sensor tick, so a sensor restarted at any point resumes from the catalo
 loses or repeats work:
 
 1. ``received``  → resolve lineage (aliases, clusters, near edges, token views, shards, releases),
-   write tombstones (ids and digests only) → ``resolved``. The release versions published at
-   that moment are recorded in the request's detail (they are the ones to revoke).
+   write tombstones (ids and digests only) → ``resolved``. The builds it reaches (published or
+   superseded, read from each build's own lineage file) are recorded in the request's detail.
 2. ``resolved``  → request ONE purge run (``deletion_purge_job``, run key ``purge:<id>``) →
    ``runs_requested``. The purge rewrites every snapshot partition holding a tombstoned record
    (raw, canonical, curated, signatures) and the token-view cache, and drops old versions so the
    deleted text does not linger.
 3. ``runs_requested`` + purge run succeeded → request a ``release_job`` run for every affected
    release (run key ``rebuild:<id>:<release>``).
-4. every rebuild succeeded → revoke the old published versions (pointer to the successor, the
-   request id and the training runs that consumed them) → ``applied``.
+4. every rebuild succeeded → revoke every build the request reaches, found again from the
+   builds' lineage (so one published in the meantime is caught and its release rebuilt first),
+   with a pointer to the successor, the request id and every training run that consumed any of
+   them; withdraw their shards → ``applied``.
 
 Whether a run exists is read from the Dagster instance by tag, not from the cursor, and run keys
 make the daemon drop a duplicate request: applying a request twice is impossible, losing one
@@ -29,14 +31,16 @@ from pydantic import Field
 
 from corpus_assets.domain.core.data_root import DataRoot
 from corpus_assets.domain.storage.catalog import Catalog
-from corpus_assets.domain.deletion.requests import load_drop_folder, pending, set_status
+from corpus_assets.domain.deletion.requests import get, load_drop_folder, pending, set_status
 from corpus_assets.domain.storage.layer_store import LayerStore
 from corpus_assets.domain.deletion.purge import purge_release_partitions, purge_snapshot
 from corpus_assets.domain.layers import registry as layer_registry
 from corpus_assets.domain.layers.registry import Partitioning
-from corpus_assets.domain.release.build import withdraw_revoked
-from corpus_assets.domain.release.registry import consumers, registry, revoke
-from corpus_assets.domain.core.settings import catalog_path, corpus_home
+from corpus_assets.domain.release.build import drop_release_history, withdraw_revoked
+from corpus_assets.domain.release.registry import PUBLISHED, consumers, current_published, reconcile, revoke
+from corpus_assets.domain.core.settings import catalog_path, corpus_home, dedup_path
+from corpus_assets.domain.dedup.signatures_layer import load_dedup_file
+from corpus_assets.domain.deletion.builds import builds_reached
 from corpus_assets.domain.deletion.tombstones import load_tombstones, resolve, write_tombstones
 from sensors.jobs import release_job
 
@@ -58,40 +62,60 @@ class PurgeConfig(dg.Config):
     request_id: str = Field(description="the deletion request whose tombstones are applied")
 
 
-@dg.op(description="Rewrite every snapshot partition and the token-view cache without tombstoned records; drop old versions.")
+@dg.op(description="Rewrite every snapshot partition and the token-view cache without tombstoned records; "
+                   "drop every older version the request could reach, and abandoned staging.")
 def purge_deleted_records(context: dg.OpExecutionContext, config: PurgeConfig) -> dict:
     home = corpus_home()
     store = LayerStore.from_env(home)
     cat = _catalog()
     tombs = load_tombstones(cat)
     request_ids = [config.request_id]
+    req = get(cat, config.request_id)
     purged = []
     chain = layer_registry.rewritten_on_deletion(Partitioning.SNAPSHOTS)
     snapshots = sorted({p for la in chain for p in store.partitions(la.asset)})
     for i, snap in enumerate(snapshots, 1):
         result = purge_snapshot(store, snap, tombs, request_ids=request_ids)
-        if not result.get("affected"):
-            continue
-        purged.append(snap)
-        for la in chain:
-            v = store.peek(la.asset, snap)  # version and digest only: nothing downloaded
-            if v is None:
-                continue
-            dropped = store.drop_versions(la.asset, snap)
-            context.log_event(dg.AssetMaterialization(
-                asset_key=la.asset, partition=snap,
-                description=f"purged by deletion request {config.request_id}",
-                metadata={"version": v.version, "content_digest": v.content_digest,
-                          "deletion_request": config.request_id,
-                          "old_versions_dropped": dg.MetadataValue.int(len(dropped))},
-            ))
-        context.log.info(f"purge {config.request_id}: {snap} rewritten ({i}/{len(snapshots)} partitions scanned)")
+        if result.get("affected"):
+            purged.append(snap)
+            for la in chain:
+                v = store.peek(la.asset, snap)  # version and digest only: nothing downloaded
+                if v is not None:
+                    context.log_event(dg.AssetMaterialization(
+                        asset_key=la.asset, partition=snap,
+                        description=f"purged by deletion request {config.request_id}",
+                        metadata={"version": v.version, "content_digest": v.content_digest,
+                                  "deletion_request": config.request_id},
+                    ))
+            context.log.info(f"purge {config.request_id}: {snap} rewritten ({i}/{len(snapshots)} partitions scanned)")
+    # Older versions are history, not data: drop every one the request could reach, purged now or
+    # not (an older version may hold what no current version does), in every snapshot layer.
+    history = dropped_history(store, snapshots, req)
     cache = purge_release_partitions(store, tombs, request_ids)
     for la in layer_registry.rewritten_on_deletion(Partitioning.RELEASES):
         for release in store.partitions(la.asset):
-            store.drop_versions(la.asset, release)
-    context.log.info(f"purge {config.request_id}: {len(purged)} snapshot partition(s) purged; release layers rewritten in place: {cache}")
-    return {"snapshots": purged, "release_layers": cache}
+            history["versions"] += len(store.drop_versions(la.asset, release))
+    if store.remote is not None:
+        history["cache_entries"] = len(store.prune_cache())
+    context.log.info(f"purge {config.request_id}: {len(purged)} snapshot partition(s) purged; release layers rewritten "
+                     f"in place: {cache}; older versions dropped: {history['versions']} in {history['partitions']} "
+                     f"partition(s)")
+    return {"snapshots": purged, "release_layers": cache, "history": history}
+
+
+def dropped_history(store: LayerStore, snapshots: list[str], req) -> dict:
+    """Drop every non-current version of the snapshot layers in the partitions ``req`` can reach:
+    its source's snapshots for a withdrawal, every snapshot for a content takedown."""
+    source = req.target.split(":", 1)[0] if req.kind == "record" else req.target if req.kind == "source" else None
+    out = {"partitions": 0, "versions": 0}
+    for snap in snapshots:
+        if source is not None and snap.split(".", 1)[0] != source:
+            continue
+        n = sum(len(store.drop_versions(la.asset, snap)) for la in layer_registry.snapshot_layers()
+                if store.current_version_name(la.asset, snap) is not None)
+        out["partitions"] += 1 if n else 0
+        out["versions"] += n
+    return out
 
 
 @dg.job(name="deletion_purge_job",
@@ -134,6 +158,10 @@ def _detail(req) -> dict:
 def deletion_requests_sensor(context: dg.SensorEvaluationContext):
     cat = _catalog()
     store = LayerStore.from_env(corpus_home())
+    # a crash between publishing a build and registering it leaves the registry behind CURRENT:
+    # settle that before this tick resolves or applies anything from the registry
+    for line in reconcile(cat, store.root.releases, remote=store.remote).lines():
+        context.log.warning(line)
     accepted, rejected = load_drop_folder(cat, drop_folder())
     for name, error in rejected:
         context.log.warning(f"deletion request file {name} rejected: {error}")
@@ -181,36 +209,76 @@ def deletion_requests_sensor(context: dg.SensorEvaluationContext):
                 waiting = True
         if waiting:
             continue
-        for release in releases:
-            current = [r for r in registry(cat, release) if r["status"] == "published"]
-            successor = current[0]["build_id"] if current else None
-            for old in detail.get("published_builds", {}).get(release, []):
-                if old != successor:
-                    revoke(cat, release, old, successor_build_id=successor, request_ids=[rid],
-                           affected_runs=detail.get("affected_runs", []), note=MODEL_NOTE)
-                    gone = withdraw_revoked(store, store.root.releases, release, old,
-                                            successor=successor, request_ids=[rid])
-                    context.log.info(f"{rid}: release {release} build {old[:16]} revoked -> {str(successor)[:16]}; {gone}")
-        detail["applied"] = True
-        set_status(cat, rid, "applied", json.dumps(detail, sort_keys=True))
-        context.log.info(f"{rid}: applied; releases rebuilt: {releases or 'none'}; "
+        if not _apply(context, cat, store, rid, detail):
+            continue
+        context.log.info(f"{rid}: applied; releases rebuilt: {detail['releases'] or 'none'}; builds revoked: "
+                         f"{sum(len(v) for v in detail['revoked'].values())}; "
                          f"affected training runs: {detail.get('affected_runs') or 'none'}")
     return dg.SensorResult(run_requests=requests)
 
 
+def _reached(context, cat: Catalog, rid: str):
+    return builds_reached(cat, corpus_home(), load_tombstones(cat, [rid]), log=context.log.warning)
+
+
+def _apply(context, cat: Catalog, store: LayerStore, rid: str, detail: dict) -> bool:
+    """Revoke every build the request reaches — published or superseded, of any release — once
+    the releases it names are rebuilt; False (and the reason logged) while that is not the case."""
+    reached = _reached(context, cat, rid)
+    current = {b.release: current_published(cat, b.release) for b in reached}
+    live = [b for b in reached if current[b.release] is not None and current[b.release]["build_id"] == b.build_id]
+    late = sorted({b.release for b in live} - set(detail.get("releases", [])))
+    if late:
+        # published after the request was resolved, from layers not yet purged: rebuild those too
+        detail["releases"] = sorted(set(detail.get("releases", [])) | set(late))
+        set_status(cat, rid, "runs_requested", json.dumps(detail, sort_keys=True))
+        context.log.warning(f"{rid}: the current build of {', '.join(late)} names tombstoned records; rebuilding")
+        return False
+    if live:
+        names = ", ".join(f"{b.release} {b.build_id[:16]}" for b in live)
+        context.log.error(f"{rid}: the rebuilt build(s) {names} still name tombstoned records; the purge missed "
+                          "something — inspect `corpus layers` and the purge run before re-executing")
+        return False
+    for release in detail.get("releases", []):
+        context.log.info(f"{rid}: release {release}: older layer versions and shard sets dropped: "
+                         f"{drop_release_history(store, release)}")
+    runs = set(detail.get("affected_runs", []))
+    for b in reached:
+        runs |= {c["run_id"] for c in consumers(cat, b.release, b.build_id)}
+    revoked: dict[str, list[str]] = {}
+    for b in reached:
+        successor = current[b.release]["build_id"] if current[b.release] is not None else None
+        revoke(cat, b.release, b.build_id, successor_build_id=successor, request_ids=[rid],
+               affected_runs=sorted(runs), note=MODEL_NOTE)
+        gone = withdraw_revoked(store, store.root.releases, b.release, b.build_id, successor=successor, request_ids=[rid])
+        revoked.setdefault(b.release, []).append(b.build_id)
+        context.log.info(f"{rid}: release {b.release} build {b.build_id[:16]} ({b.status}; {b.records} tombstoned "
+                         f"record(s), from its {b.evidence}) revoked -> {str(successor)[:16]}; {gone}")
+    detail.update(applied=True, revoked=revoked, affected_runs=sorted(runs), note=MODEL_NOTE if runs else "")
+    set_status(cat, rid, "applied", json.dumps(detail, sort_keys=True))
+    return True
+
+
 def _resolve(context, cat: Catalog, store: LayerStore, req) -> None:
     rid = req.request_id
-    resolution = resolve(store, req)
+    resolution = resolve(store, req, near_policy=load_dedup_file(dedup_path()).minhash)
     generation = write_tombstones(cat, rid, resolution)
     summary = resolution.summary()
-    published: dict[str, list[str]] = {rel: [] for rel in summary["releases"]}
-    for r in registry(cat):
-        if r["release"] in published and r["status"] == "published":
-            published[r["release"]].append(r["build_id"])
-    runs = sorted({c["run_id"] for rel, builds in published.items() for b in builds for c in consumers(cat, rel, b)})
+    reached = _reached(context, cat, rid)
+    builds: dict[str, list[str]] = {}
+    published: dict[str, list[str]] = {}
+    for b in reached:
+        builds.setdefault(b.release, []).append(b.build_id)
+        if b.status == PUBLISHED:
+            published.setdefault(b.release, []).append(b.build_id)
+    # rebuilt: releases whose current layers name a tombstoned record, and those whose published build does
+    rebuild = sorted(set(summary["releases"]) | {b.release for b in reached if b.status == PUBLISHED})
+    runs = sorted({c["run_id"] for b in reached for c in consumers(cat, b.release, b.build_id)})
     detail = {"copies": summary["copies"], "record_ids": summary["record_ids"], "scope": summary["scope"],
-              "releases": sorted(summary["releases"]), "published_builds": published,
-              "affected_runs": runs, "note": MODEL_NOTE if runs else ""}
+              "raw_items": summary["raw_items_matched"],
+              "releases": rebuild, "builds": builds, "published_builds": published, "affected_runs": runs, "note": MODEL_NOTE if runs else ""}
     set_status(cat, rid, "resolved", json.dumps(detail, sort_keys=True), generation=generation)
-    context.log.info(f"{rid}: {summary['copies']} record copies tombstoned (generation {generation}); "
-                     f"releases affected: {sorted(summary['releases']) or 'none'}; training runs affected: {runs or 'none'}")
+    context.log.info(f"{rid}: {summary['copies']} record copies and {len(resolution.raw_items)} raw item(s) that are "
+                     f"no record {summary['raw_items_matched'] or ''} tombstoned (generation {generation}); "
+                     f"releases to rebuild: {rebuild or 'none'}; builds reached: "
+                     f"{ {r: [b[:16] for b in v] for r, v in builds.items()} or 'none'}; training runs affected: {runs or 'none'}")

@@ -115,3 +115,26 @@ def step_failure(result) -> str:
                 msgs.append(error.message)
                 error = error.cause
     return "\n".join(msgs)
+
+
+def tick_until_applied(defs, instance, cat, request_ids, max_ticks=12):
+    """Tick the deletion sensor, running every run it requests in process, until every request is
+    applied; the run keys launched, in order."""
+    import dagster as dg
+
+    from corpus_assets.domain.deletion.requests import get
+
+    sensor = defs.resolve_sensor_def("deletion_requests")
+    launched = []
+    for _ in range(max_ticks):
+        ctx = dg.build_sensor_context(instance=instance, repository_def=defs.get_repository_def())
+        result = sensor(ctx)
+        for rr in result.run_requests or []:
+            launched.append(rr.run_key)
+            job = defs.resolve_job_def(rr.job_name)
+            kwargs = {"partition_key": rr.partition_key} if rr.partition_key else {}
+            run = job.execute_in_process(instance=instance, run_config=rr.run_config or {}, tags=rr.tags, **kwargs)
+            assert run.success, rr.run_key
+        if all(get(cat, r).status == "applied" for r in request_ids):
+            return launched
+    raise AssertionError(f"not applied after {max_ticks} ticks: {[(r, get(cat, r).status) for r in request_ids]}")

@@ -12,12 +12,11 @@ import pyarrow.parquet as pq
 
 from corpus_assets.cli import main as corpus_main
 from corpus_assets.domain.storage.catalog import Catalog
-from corpus_assets.domain.deletion.requests import get
 from corpus_assets.domain.storage.layer_store import LayerStore
 from corpus_assets.domain.deletion.purge import scan_for_tombstoned
 from corpus_assets.domain.release.registry import record_consumption, registry
 from corpus_assets.domain.deletion.tombstones import load_tombstones
-from release_fixture import DOCS, TOKENIZER, build_snapshots, run_release, setup_release
+from release_fixture import DOCS, TOKENIZER, build_snapshots, run_release, setup_release, tick_until_applied
 
 BODY = ("split: {fractions: [0.6, 0.2, 0.2]}\n" + TOKENIZER
         + "packing: {seq_len: 128, overlength: split, pad_token: '<|pad|>'}\nshards: {positions: 1024}\n")
@@ -39,23 +38,6 @@ def _release_record_ids(path) -> set:
     for f in path.glob("shards/*/*.spans.parquet"):
         ids.update(r for r in pq.read_table(f, columns=["record_id"]).column(0).to_pylist() if r)
     return ids
-
-
-def _tick_until_applied(defs, instance, cat, request_ids, max_ticks=12):
-    sensor = defs.resolve_sensor_def("deletion_requests")
-    launched = []
-    for _ in range(max_ticks):
-        ctx = dg.build_sensor_context(instance=instance, repository_def=defs.get_repository_def())
-        result = sensor(ctx)
-        for rr in result.run_requests or []:
-            launched.append(rr.run_key)
-            job = defs.resolve_job_def(rr.job_name)
-            kwargs = {"partition_key": rr.partition_key} if rr.partition_key else {}
-            run = job.execute_in_process(instance=instance, run_config=rr.run_config or {}, tags=rr.tags, **kwargs)
-            assert run.success, rr.run_key
-        if all(get(cat, r).status == "applied" for r in request_ids):
-            return launched
-    raise AssertionError(f"not applied after {max_ticks} ticks: {[(r, get(cat, r).status) for r in request_ids]}")
 
 
 def test_withdrawal_and_takedown_reach_every_artifact_and_revoke_the_old_release(corpus_env, tmp_path, monkeypatch, capsys):
@@ -84,10 +66,10 @@ def test_withdrawal_and_takedown_reach_every_artifact_and_revoke_the_old_release
         (drop / "takedown.json").write_text(json.dumps({
             "kind": "content", "content_text": DOCS["pathlib"], "requester": "legal@example.org", "reason": "DMCA notice"}))
 
-        launched = _tick_until_applied(defs, instance, cat, [withdraw])
+        launched = tick_until_applied(defs, instance, cat, [withdraw])
         takedown = [r for r in load_tombstones(cat).request_ids if r != withdraw]
         assert len(takedown) == 1
-        launched += _tick_until_applied(defs, instance, cat, takedown)
+        launched += tick_until_applied(defs, instance, cat, takedown)
         # each request: one purge run and one rebuild, never twice
         assert len(launched) == len(set(launched)) == 4
         checks = {}

@@ -17,8 +17,7 @@ from corpus_assets.cli import main as corpus_main
 from corpus_assets.domain.storage.catalog import Catalog
 from corpus_assets.domain.storage.layer_store import LayerStore
 from corpus_assets.domain.release.registry import registry
-from release_fixture import DOCS, TOKENIZER, build_snapshots, run_release, setup_release, step_failure
-from test_deletion_pipeline import _tick_until_applied
+from release_fixture import DOCS, TOKENIZER, build_snapshots, run_release, setup_release, step_failure, tick_until_applied
 
 BODY = ("split: {fractions: [0.6, 0.2, 0.2]}\n" + TOKENIZER
         + "packing: {seq_len: 128, overlength: split, pad_token: '<|pad|>'}\nshards: {positions: 1024}\n")
@@ -107,7 +106,7 @@ def test_release_and_deletion_with_the_data_root_in_a_bucket(corpus_env, s3_env,
         assert corpus_main(["delete", "--record-id", "site_docs:venv", "--requester", "owner@example.org",
                             "--reason", "author withdrew consent"]) == 0
         request = capsys.readouterr().out.strip().splitlines()[-1]
-        _tick_until_applied(defs, instance, cat, [request])
+        tick_until_applied(defs, instance, cat, [request])
 
     rows = {r["build_id"]: r for r in registry(cat, "r1")}
     assert rows[bid]["status"] == "revoked"

@@ -6,6 +6,7 @@ from pydantic import Field
 
 from corpus_assets.domain.canonical.accounting import check_canonical_accounting
 from corpus_assets.domain.canonical.canonical_layer import CANONICAL_CODE_VERSION, build_canonical
+from corpus_assets.domain.layers import registry
 from corpus_assets.domain.layers.registry import CANONICAL_RECORDS, RAW_SNAPSHOT
 from corpus_assets.domain.core.keys import parse_snapshot_key
 from corpus_assets.domain.deletion.purge import purge_snapshot
@@ -66,7 +67,11 @@ def canonical_records(
     if summary.outcomes.get("deleted"):
         # a re-captured item that a deletion request covers: stub its raw bytes too (ids stay)
         purged = purge_snapshot(store, key, tombstones, request_ids=list(tombstones.request_ids))
-        context.log.info(f"{key}: {summary.outcomes['deleted']} tombstoned record(s) refused; raw items stubbed: {purged.get('deleted_items', 0)}")
+        # the capture's own version still holds the full bytes: no version but the stubbed one stays
+        dropped = {la.asset: len(store.drop_versions(la.asset, key)) for la in registry.snapshot_layers()
+                   if store.current_version_name(la.asset, key) is not None}
+        context.log.info(f"{key}: {summary.outcomes['deleted']} tombstoned record(s) refused; raw items stubbed: "
+                         f"{purged.get('deleted_items', 0)}; older versions dropped: {dropped}")
         raw = store.require_current(RAW_SNAPSHOT, key)
         version = store.require_current(CANONICAL_RECORDS, key)
     report = check_canonical_accounting(raw, version)

@@ -58,7 +58,8 @@ def build_canonical(
     """Canonicalize every raw item of the snapshot. ``tombstones`` (a ``tombstones.TombstoneSet``):
     a record whose id, text digest, item URI or source was tombstoned by a deletion request is not
     kept — its decision is ``deleted`` / ``deletion.tombstoned`` naming the request (the record id
-    is kept so ``purge.purge_snapshot`` can stub the raw item afterwards)."""
+    is kept so ``purge.purge_snapshot`` can stub the raw item afterwards); so is an item that is no
+    record whose URI, source or bytes (``TombstoneSet.raw_digests``) were tombstoned."""
     policy_id = policy_version(policy)
     build_spec = {
         "code_version": CANONICAL_CODE_VERSION,
@@ -86,6 +87,17 @@ def build_canonical(
         for index, item in iter_raw_items(raw_version, batch_size):
             record_id_deleted = None
             out = canonicalize_item(item, index, source, snapshot, policy)
+            if out.record is None and item.content is not None and tombstones is not None and len(tombstones):
+                # an item that is no record (unparseable, quarantined, rejected) re-captured after a
+                # deletion: refused by its URI, source or bytes, so the purge stubs it
+                hit = tombstones.is_tombstoned(
+                    uri=item.uri, source_id=source.id,
+                    raw_sha256=sha256_bytes(item.content) if tombstones.raw_digests else None)
+                if hit is not None:
+                    out.outcome = OUTCOME_OF[Reason.DELETION_TOMBSTONED]
+                    out.reason = Reason.DELETION_TOMBSTONED
+                    out.detail = f"deletion request {hit}"
+                    out.private_reference = None
             if out.record is not None:
                 if out.record.record_id in seen_ids:
                     out.outcome = OUTCOME_OF[Reason.DUPLICATE_RECORD_ID]
@@ -96,7 +108,8 @@ def build_canonical(
                     seen_ids.add(out.record.record_id)
                     hit = tombstones.is_tombstoned(
                         record_id=out.record.record_id, text_sha256=out.record.text_sha256, uri=item.uri,
-                        source_id=source.id) if tombstones is not None and len(tombstones) else None
+                        source_id=source.id, raw_sha256=out.record.raw_sha256,
+                    ) if tombstones is not None and len(tombstones) else None
                     if hit is not None:
                         out.outcome = OUTCOME_OF[Reason.DELETION_TOMBSTONED]
                         out.reason = Reason.DELETION_TOMBSTONED

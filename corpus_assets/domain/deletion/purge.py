@@ -70,16 +70,17 @@ class _Plan:
 
 def _plan(versions: Mapping[str, LayerVersion], ts: TombstoneSet) -> _Plan:
     plan = _Plan()
-    # raw items: tombstoned by URI or source
+    # raw items: tombstoned by URI, source or (content takedowns of items that are no record) bytes
     for asset, v in versions.items():
         for name, t in _tables(registry.layer(asset), v):
             if t.purge is not Purge.STUB:
                 continue
-            for b in v.iter_batches(name, batch_size=_BATCH, columns=["item_index", "uri", "source_id", "status"]):
-                for idx, uri, src, status in zip(*(b.column(i).to_pylist() for i in range(4))):
+            cols = ["item_index", "uri", "source_id", "status", "raw_sha256"]
+            for b in v.iter_batches(name, batch_size=_BATCH, columns=cols):
+                for idx, uri, src, status, raw in zip(*(b.column(i).to_pylist() for i in range(5))):
                     if status == DELETED_STATUS:
                         plan.stubs.add(idx)
-                    hit = ts.is_tombstoned(uri=uri, source_id=src)
+                    hit = ts.is_tombstoned(uri=uri, source_id=src, raw_sha256=raw)
                     if hit is not None:
                         plan.items[idx] = hit
     # records: tombstoned by id, content digest or source (in each layer's copy of them)

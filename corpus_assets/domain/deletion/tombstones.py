@@ -6,7 +6,9 @@ layer registry describes them — and returns a ``Resolution``. ``write_tombston
 the ``tombstones`` table (ids and digests only, never text, one monotone generation per request);
 ``load_tombstones`` gives the ``TombstoneSet`` every later step asks. Withdrawals (record, URI,
 source) remove that source's copies; a content takedown removes every copy, its exact duplicates
-and, on request, its verified near duplicates. Rules and why: docs/deletion.md.
+and, on request, its verified near duplicates in any snapshot, and every raw item that never
+became a record but holds the content (``raw_match``; tombstoned by its bytes' digest in
+``tombstoned_items``). Rules and why: docs/deletion.md.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from corpus_assets.domain.core.reasons import Reason
+from corpus_assets.domain.dedup.minhash import MinHashPolicy
+from corpus_assets.domain.deletion.near_copies import near_copies, record_texts
+from corpus_assets.domain.deletion.raw_match import RawMatcher
 from corpus_assets.domain.storage.catalog import Catalog
 from corpus_assets.domain.core.keys import InvalidKeyError, parse_snapshot_key
 from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
@@ -30,6 +36,7 @@ from corpus_assets.domain.layers.registry import CANONICAL_RECORDS, DEDUP_CLUSTE
 
 __all__ = [
     "RecordCopy",
+    "RawItemMatch",
     "Resolution",
     "TombstoneSet",
     "resolve",
@@ -58,6 +65,18 @@ class RecordCopy:
 
 
 @dataclass(frozen=True)
+class RawItemMatch:
+    """A raw item that holds taken-down content but is no record (quarantined, rejected, unparseable)."""
+
+    snapshot: str
+    item_index: int
+    item_id: str
+    uri: str
+    raw_sha256: str
+    match: str  # bytes | text | near (J=...)
+
+
+@dataclass(frozen=True)
 class Resolution:
     kind: str
     target: str
@@ -67,6 +86,7 @@ class Resolution:
     items: tuple[tuple[str, int, str], ...]  # uri requests: (snapshot, item_index, item_id) of every matched raw item
     snapshots: tuple[str, ...]  # snapshot partitions holding something to purge
     releases: dict[str, tuple[str, ...]] = field(default_factory=dict)  # release -> assets mentioning a record
+    raw_items: tuple[RawItemMatch, ...] = ()  # content takedowns: matched items that are no record
 
     def summary(self) -> dict:
         via: dict[str, int] = {}
@@ -77,11 +97,20 @@ class Resolution:
             "scope": self.scope,
             "record_ids": len(self.record_ids),
             "copies": len(self.copies),
-            "raw_items": len(self.items),
+            "raw_items": len(self.items) + len(self.raw_items),
+            "raw_items_matched": {m: n for m, n in sorted(_match_counts(self.raw_items).items())},
             "by_path": dict(sorted(via.items())),
             "snapshots": list(self.snapshots),
             "releases": {k: list(v) for k, v in sorted(self.releases.items())},
         }
+
+
+def _match_counts(matches: Iterable[RawItemMatch]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for m in matches:
+        key = m.match.split(" ", 1)[0]
+        out[key] = out.get(key, 0) + 1
+    return out
 
 
 # --- reading the layers -----------------------------------------------------------------------
@@ -232,14 +261,18 @@ def _near_neighbours(store: LayerStore, threshold: float) -> dict[str, set[str]]
 
 
 def _content_closure(
-    store: LayerStore, snapshots: list[str], digest: str, near: bool, threshold: Optional[float]
+    store: LayerStore, snapshots: list[str], digest: str, near: bool, threshold: Optional[float],
+    policy: MinHashPolicy,
 ) -> dict[str, str]:
-    """record id -> how it was reached (target | exact | near)."""
+    """record id -> how it was reached (target | exact | near). Near copies come from the dedup
+    edges of current releases and from the stored signatures of every snapshot (``near_copies``),
+    each verified by real Jaccard."""
     via = {r["record_id"]: "target" for r in _record_rows(store, snapshots, "text_sha256", [digest])}
     if not via:
         return via
     aliases = _alias_groups(store)
-    neighbours = _near_neighbours(store, threshold) if near and threshold is not None else {}
+    near = near and threshold is not None
+    neighbours = _near_neighbours(store, threshold) if near else {}
     frontier = set(via)
     while frontier:
         keys = {r["dedup_key"] for r in _record_rows(store, snapshots, "record_id", frontier) if r["dedup_key"]}
@@ -249,6 +282,8 @@ def _content_closure(
         nearby: set[str] = set()
         for rid in frontier:
             nearby |= neighbours.get(rid, set())
+        if near:
+            nearby |= set(near_copies(store, snapshots, frontier, threshold, policy))
         frontier = set()
         for rid in sorted(exact):
             if rid not in via:
@@ -259,6 +294,51 @@ def _content_closure(
                 via[rid] = "near"
                 frontier.add(rid)
     return via
+
+
+# --- raw items that are no record -------------------------------------------------------------
+
+_RAW_COLUMNS = ["item_index", "item_id", "uri", "status", "content_type", "raw_sha256", "content"]
+
+
+def _record_items(store: LayerStore, snapshot: str) -> set[int]:
+    """Item indexes of the snapshot that became a record (or were refused as deleted): their
+    content is matched through the record path."""
+    canon = store.current(CANONICAL_RECORDS, snapshot)
+    if canon is None:
+        return set()
+    out: set[int] = set()
+    for b in canon.iter_batches("decisions", batch_size=_BATCH, columns=["item_index", "outcome"]):
+        out.update(i for i, o in zip(b.column(0).to_pylist(), b.column(1).to_pylist()) if o in ("accepted", "deleted"))
+    return out
+
+
+def _raw_item_matches(store: LayerStore, snapshots: list[str], matcher: RawMatcher) -> tuple[RawItemMatch, ...]:
+    """Every raw item of ``snapshots`` that is no record (set aside at canonicalization, or never
+    canonicalized) and holds the takedown's content."""
+    out = []
+    for snap in snapshots:
+        raw = store.current(RAW_SNAPSHOT, snap)
+        if raw is None:
+            continue
+        records = _record_items(store, snap)
+        for b in raw.iter_batches("items", batch_size=256, columns=_RAW_COLUMNS):
+            cols = [b.column(i).to_pylist() for i in range(len(_RAW_COLUMNS))]
+            for idx, item_id, uri, status, ctype, digest, content in zip(*cols):
+                if idx in records or content is None or status == Reason.DELETION_TOMBSTONED.value:
+                    continue
+                how = matcher.match(content, digest, ctype)
+                if how is not None:
+                    out.append(RawItemMatch(snap, idx, item_id or "", uri or "", digest or "", how))
+    return tuple(out)
+
+
+def _references(store: LayerStore, snapshots: list[str], ids: Iterable[str]) -> list[tuple[str, str]]:
+    """(text, domain) of the taken-down records, one per distinct text."""
+    seen: dict[str, tuple[str, str]] = {}
+    for text, domain in record_texts(store, snapshots, set(ids)).values():
+        seen.setdefault(text, (text, domain))
+    return [seen[t] for t in sorted(seen)]
 
 
 # --- releases ---------------------------------------------------------------------------------
@@ -318,11 +398,15 @@ def _releases_mentioning(store: LayerStore, record_ids: Iterable[str], prefix: O
 # --- resolve ----------------------------------------------------------------------------------
 
 
-def resolve(store: LayerStore, request) -> Resolution:
+def resolve(store: LayerStore, request, *, near_policy: Optional[MinHashPolicy] = None) -> Resolution:
     """The record copies a request covers, across every current snapshot partition, and the
-    releases that mention them. ``request``: a ``deletion.DeletionRequest`` or ``FiledRequest``."""
+    releases that mention them. ``request``: a ``deletion.DeletionRequest`` or ``FiledRequest``.
+    ``near_policy``: the MinHash policy near copies are compared with (the project's dedup.yaml;
+    its shingles decide the real Jaccard), default ``MinHashPolicy()``."""
     kind, target, near, threshold = _kind_target(request)
+    policy = near_policy or MinHashPolicy()
     items: list[tuple[str, int, str]] = []
+    raw_items: tuple[RawItemMatch, ...] = ()
     prefix: Optional[str] = None
     if kind == "record":
         snapshots = _snapshot_partitions(store, target.split(":", 1)[0])
@@ -343,12 +427,15 @@ def resolve(store: LayerStore, request) -> Resolution:
                         via.update({rid: "source" for rid in b.column(0).to_pylist()})
     elif kind == "content":
         snapshots = _snapshot_partitions(store)
-        via = _content_closure(store, snapshots, target, near, threshold)
+        via = _content_closure(store, snapshots, target, near, threshold, policy)
+        refs = _references(store, snapshots, via) if near and threshold is not None else []
+        matcher = RawMatcher(target, threshold if near else None, refs, policy)
+        raw_items = _raw_item_matches(store, snapshots, matcher)
     else:
         raise ValueError(f"kind: unknown request kind {kind!r}")
 
     copies = _copies(store, snapshots, via)
-    touched = {c.snapshot for c in copies} | {s for s, _, _ in items}
+    touched = {c.snapshot for c in copies} | {s for s, _, _ in items} | {m.snapshot for m in raw_items}
     if kind == "source":
         touched |= set(snapshots)
     return Resolution(
@@ -360,6 +447,7 @@ def resolve(store: LayerStore, request) -> Resolution:
         items=tuple(items),
         snapshots=tuple(sorted(touched)),
         releases=_releases_mentioning(store, via, prefix),
+        raw_items=raw_items,
     )
 
 
@@ -446,6 +534,10 @@ def write_tombstones(catalog: Catalog, request_id: str, resolution: Resolution, 
                 for r in _rows_of(resolution)
             ],
         )
+        matched = [(request_id, generation, m.snapshot, m.item_index, m.item_id, m.uri, m.raw_sha256, m.match, now)
+                   for m in resolution.raw_items if m.raw_sha256]
+        if matched:
+            conn.executemany("INSERT INTO tombstoned_items VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", matched)
         s = resolution.summary()
         detail = f"generation {generation}: {s['record_ids']} record id(s), {s['copies']} copies, {len(s['releases'])} release(s)"
         conn.execute(
@@ -465,10 +557,11 @@ class TombstoneSet:
     uris: dict[str, str] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
     digests: dict[str, str] = field(default_factory=dict)
+    raw_digests: dict[str, str] = field(default_factory=dict)  # sha256 of raw items' bytes
     request_ids: tuple[str, ...] = ()
 
     def __len__(self) -> int:
-        return len(self.record_ids) + len(self.uris) + len(self.sources) + len(self.digests)
+        return len(self.record_ids) + len(self.uris) + len(self.sources) + len(self.digests) + len(self.raw_digests)
 
     def is_tombstoned(
         self,
@@ -477,6 +570,7 @@ class TombstoneSet:
         text_sha256: Optional[str] = None,
         uri: Optional[str] = None,
         source_id: Optional[str] = None,
+        raw_sha256: Optional[str] = None,
     ) -> Optional[str]:
         """The request id that tombstoned any of the given ids, else None."""
         if record_id:
@@ -491,15 +585,28 @@ class TombstoneSet:
             return self.sources[source_id]
         if text_sha256 and text_sha256 in self.digests:
             return self.digests[text_sha256]
+        if raw_sha256 and raw_sha256 in self.raw_digests:
+            return self.raw_digests[raw_sha256]
         return None
 
 
-def load_tombstones(catalog: Catalog) -> TombstoneSet:
+def load_tombstones(catalog: Catalog, request_ids: Optional[Iterable[str]] = None) -> TombstoneSet:
+    """Every tombstone written, or only those of ``request_ids``."""
     ts = TombstoneSet()
+    where, params = "", []
+    if request_ids is not None:
+        wanted = sorted(set(request_ids))
+        if not wanted:
+            return ts
+        where, params = f" WHERE request_id IN ({', '.join('?' for _ in wanted)})", wanted
     with catalog.transaction() as conn:
         rows = conn.execute(
-            "SELECT request_id, generation, scope, record_id, source_id, uri, text_sha256 FROM tombstones "
-            "ORDER BY generation, request_id, record_id, snapshot, text_sha256"
+            "SELECT request_id, generation, scope, record_id, source_id, uri, text_sha256 FROM tombstones" + where
+            + " ORDER BY generation, request_id, record_id, snapshot, text_sha256", params
+        ).fetchall()
+        items = conn.execute(
+            "SELECT request_id, generation, raw_sha256 FROM tombstoned_items" + where
+            + " ORDER BY generation, request_id, snapshot, item_index", params
         ).fetchall()
     requests: dict[str, None] = {}
     for request_id, generation, scope, record_id, source_id, uri, digest in rows:
@@ -513,5 +620,9 @@ def load_tombstones(catalog: Catalog) -> TombstoneSet:
             ts.sources.setdefault(source_id, request_id)
         if scope == "content" and digest:
             ts.digests.setdefault(digest, request_id)
+    for request_id, generation, raw_sha256 in items:
+        requests.setdefault(request_id, None)
+        ts.generation = max(ts.generation, int(generation))
+        ts.raw_digests.setdefault(raw_sha256, request_id)
     ts.request_ids = tuple(requests)
     return ts

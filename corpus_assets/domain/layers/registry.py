@@ -46,7 +46,7 @@ RELEASE_MANIFEST = "release_manifest"
 # known here: report model results, layers on disk that no longer exist in the code).
 RECORD_ID_COLUMNS = ("record_id", "representative_id", "neighbour_id")
 # Columns holding other deletion targets (content digests, URIs, source ids).
-TARGET_COLUMNS = ("text_sha256", "uri", "source_id")
+TARGET_COLUMNS = ("text_sha256", "uri", "source_id", "raw_sha256")
 
 
 class Partitioning(str, Enum):

@@ -1,9 +1,10 @@
 """Publish one release: gather its inputs, compute the build id, stage its shards, write the
 manifest and data card, publish by Algorithm 18.3 and register the version.
 
-The build directory holds ``manifest.json``, optional ``manifest.sig`` and ``data_card.md`` and
+The build directory holds ``manifest.json``, optional ``manifest.sig`` and ``data_card.md``,
 ``shards/<split>/``, hard links into the immutable shard set of ``packed_shards`` where the
-filesystem allows (else copies). With an object-store data root the build is published locally
+filesystem allows (else copies), and ``lineage/records.parquet``: every record copy the build was
+built from (ids only), which is how a deletion finds every build it reaches. With an object-store data root the build is published locally
 and mirrored by ``mirror``, which first pulls a build already sealed there.
 
 Layout: docs/releases.md#building-a-release
@@ -19,12 +20,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from corpus_assets.domain.core.data_root import DataRoot
 from corpus_assets.domain.core.faults import pause_point
+from corpus_assets.domain.storage.dir_locks import remove_abandoned
 from corpus_assets.domain.storage.layer_store import LayerStore
 from corpus_assets.domain.release.publish import PublishResult, build_id as compute_build_id, publish_release
 from corpus_assets.domain.layers import registry
-from corpus_assets.domain.layers.registry import PACKED_SHARDS
+from corpus_assets.domain.layers.registry import DEDUP_CLUSTERS, PACKED_SHARDS
 from corpus_assets.domain.release.inputs import gather_release_inputs
 from corpus_assets.domain.release.manifest import data_card_renderer, environment_digest, validate_manifest
 from corpus_assets.domain.release.mirror import pull_release, push_release, withdraw_remote
@@ -82,6 +87,22 @@ def stage_shards(store: LayerStore, shard_rows: list[dict], tmp: Path) -> None:
             _link_or_copy(src_dir / "shards.json", tmp / "shards" / split / "shards.json")
 
 
+LINEAGE_FILE = "lineage/records.parquet"
+LINEAGE_SCHEMA = pa.schema([("record_id", pa.string()), ("source_id", pa.string()), ("snapshot", pa.string()),
+                            ("kind", pa.string())])
+
+
+def stage_lineage(store: LayerStore, release: str, tmp: Path) -> int:
+    """Write ``lineage/records.parquet``: the record copies the release's dedup stage clustered
+    (representatives and the duplicates they stand for), sorted; ids only, never text."""
+    t = store.require_current(DEDUP_CLUSTERS, release).read_table("clusters", columns=LINEAGE_SCHEMA.names)
+    t = t.cast(LINEAGE_SCHEMA).sort_by([("record_id", "ascending"), ("snapshot", "ascending")])
+    path = tmp / LINEAGE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(t, path, compression="zstd", write_statistics=False, store_schema=False)
+    return t.num_rows
+
+
 def _shard_set_objects(shard_rows: list[dict]) -> dict[str, str]:
     """Release path -> object of the sealed shard set holding the same bytes (what stage_shards links)."""
     out = {}
@@ -117,6 +138,7 @@ def build_release(
 
     def stage(tmp: Path) -> None:
         stage_shards(store, shard_rows, tmp)
+        stage_lineage(store, release, tmp)
         pause_point("release_manifest:staged")  # artifacts staged, manifest and pointer not written
 
     def make_manifest(_tmp: Path, _artifacts: list[dict]) -> dict:
@@ -137,6 +159,13 @@ def build_release(
     return ReleaseBuild(result, build_spec, manifest, mirror)
 
 
+RETAIN_STATEMENTS = {
+    "latest": "each source as of its latest selected snapshot: a record removed from it, or rejected or quarantined "
+              "in it, is not in the release, whatever older snapshots held",
+    "union": "every record's newest accepted copy in any selected snapshot, even if a later snapshot no longer holds it",
+}
+
+
 def _manifest(release: str, spec: Mapping[str, Any], sec: dict, package_version: str, tombstone_count: int) -> dict:
     shards = []
     for s in sec["shards"]:
@@ -151,8 +180,11 @@ def _manifest(release: str, spec: Mapping[str, Any], sec: dict, package_version:
         "release": release,
         "owner": spec.get("owner") or "team:corpus",
         "created_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "intended_uses": list(spec.get("intended_uses") or ["language-model pretraining and post-training research"]),
+        # the uses dedup_clusters enforced (sources whose allowed_uses miss one are left out)
+        "intended_uses": sec["release_view"]["uses"],
         "excluded_uses": list(spec.get("excluded_uses") or []),
+        "snapshot_rule": {"retain": sec["release_view"]["retain"], "statement": RETAIN_STATEMENTS[sec["release_view"]["retain"]],
+                          "left_out": sec["release_view"]["left_out"]},
         "sources": [
             {"source_id": s["source_id"], "kind": s["kind"], "license": s["license"],
              "rights_evidence": s["rights_evidence"], "allowed_uses": s["allowed_uses"],
@@ -184,12 +216,21 @@ def withdraw_revoked(store: LayerStore, releases_root: Path, release: str, build
                      request_ids: list[str]) -> dict:
     """After a deletion revoked ``build_id``: delete its shards (they hold tokens of deleted records),
     keep manifest.json and data_card.md as the audit trail, write ``REVOKED.json`` (successor,
-    request ids), drop non-current versions of the release's layers and shard sets no current
-    ``packed_shards`` version points at. ``corpus verify`` then refuses the revoked build."""
-    out = {"build_id": build_id, "shards_removed": 0, "layer_versions_dropped": 0, "shard_sets_removed": 0}
+    request ids, ``revoked_at``: UTC ISO time, kept from an earlier note of the same build), drop
+    non-current versions of the release's layers and shard sets no current ``packed_shards``
+    version points at. ``corpus verify`` then reports the build as revoked and exits 1."""
+    out = {"build_id": build_id, "shards_removed": 0}
     d = Path(releases_root) / release / build_id
+    earlier = (d / "REVOKED.json").read_bytes() if (d / "REVOKED.json").is_file() else None
+    if earlier is None and store.remote is not None:
+        earlier = store.remote.read_bytes(f"{DataRoot.release_key(release, build_id)}/REVOKED.json")
+    try:
+        revoked_at = json.loads(earlier).get("revoked_at") if earlier is not None else None
+    except (ValueError, AttributeError):
+        revoked_at = None
     note = {"release": release, "build_id": build_id, "status": "revoked", "successor_build_id": successor,
             "request_ids": sorted(request_ids),
+            "revoked_at": revoked_at or datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "note": "artifacts withdrawn after a deletion request; use the successor build"}
     note_bytes = (json.dumps(note, indent=2, sort_keys=True) + "\n").encode("utf-8")
     if d.is_dir():
@@ -200,6 +241,16 @@ def withdraw_revoked(store: LayerStore, releases_root: Path, release: str, build
         (d / "REVOKED.json").write_bytes(note_bytes)
     if store.remote is not None:
         out["shards_removed"] = max(out["shards_removed"], withdraw_remote(store.remote, release, build_id, note_bytes))
+    out.update(drop_release_history(store, release))
+    return out
+
+
+def drop_release_history(store: LayerStore, release: str) -> dict:
+    """Delete what only older builds of ``release`` used: every non-current version of its layers,
+    every shard set no current ``packed_shards`` version points at, and abandoned staging (a live
+    writer's is locked and stays). Published builds are unaffected: their shards are their own
+    links or copies. Run after a deletion, so older versions do not keep what it deleted."""
+    out = {"layer_versions_dropped": 0, "shard_sets_removed": 0}
     for la in registry.release_layers():
         if la.tables and store.current_version_name(la.asset, release) is not None:  # nothing downloaded to ask
             out["layer_versions_dropped"] += len(store.drop_versions(la.asset, release))
@@ -209,4 +260,6 @@ def withdraw_revoked(store: LayerStore, releases_root: Path, release: str, build
         if name not in keep:
             store.drop_tree(f"{DataRoot.shard_sets_key(release)}/{name}")
             out["shard_sets_removed"] += 1
+    remove_abandoned(store.root.shard_sets(release))
+    remove_abandoned(store.root.releases / release)
     return out

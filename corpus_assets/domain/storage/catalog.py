@@ -96,6 +96,19 @@ _DDL = [
         record_sha256 VARCHAR NOT NULL,
         created_at TIMESTAMPTZ NOT NULL,
         PRIMARY KEY (request_id, record_id, snapshot, text_sha256))""",
+    # raw items a content takedown matched that never became records (quarantined, unparseable):
+    # purged by their bytes' digest, which also stubs a re-capture of the same bytes
+    """CREATE TABLE IF NOT EXISTS tombstoned_items (
+        request_id VARCHAR NOT NULL,
+        generation BIGINT NOT NULL,
+        snapshot VARCHAR NOT NULL,
+        item_index BIGINT NOT NULL,
+        item_id VARCHAR NOT NULL,
+        uri VARCHAR NOT NULL,
+        raw_sha256 VARCHAR NOT NULL,
+        match VARCHAR NOT NULL,             -- bytes | text | near (J=...)
+        created_at TIMESTAMPTZ NOT NULL,
+        PRIMARY KEY (request_id, snapshot, item_index))""",
 ]
 
 
