@@ -4,6 +4,8 @@
     corpus sources              validate sources.yaml and list the sources
     corpus snapshot SOURCE      capture a new snapshot of SOURCE and materialize it through Dagster
     corpus layers               list current layer versions under $CORPUS_HOME
+    corpus partitions [prune]   list (prune: remove) partition keys that are not valid keys, e.g.
+                                added by hand in the UI
     corpus cache prune          object-store data root: drop cached versions the store no longer
                                 holds and apply revocations to cached release builds
     corpus releases [NAME]      the release registry: published / superseded / revoked versions
@@ -225,6 +227,29 @@ def _revoked_line(exc: _RevokedBuild, cat) -> str:
             f"{', '.join(map(str, requests)) or 'unrecorded'}; successor {successor or 'none'}")
 
 
+def _cmd_partitions(args) -> int:
+    """List the dynamic partition keys that are not valid keys (added by hand in the UI); with
+    ``prune``, remove them, so they stop being an upstream of every release."""
+    import dagster as dg
+
+    from corpus_assets.partitions import invalid_keys
+
+    with dg.DagsterInstance.get() as instance:
+        bad = invalid_keys(instance)
+        for name, keys in sorted(bad.items()):
+            for key, why in keys:
+                if args.action == "prune":
+                    instance.delete_dynamic_partition(name, key)
+                    print(f"removed {name} partition {key!r}: {why}")
+                else:
+                    print(f"invalid {name} partition {key!r}: {why}")
+        n = sum(len(v) for v in bad.values())
+        counts = ", ".join(f"{name} {len(instance.get_dynamic_partitions(name))}" for name in ("snapshots", "releases"))
+    verb = "removed" if args.action == "prune" else "found (remove them with `corpus partitions prune`)"
+    print(f"{n} invalid partition key(s) {verb}; partitions now: {counts}")
+    return 0
+
+
 def _cmd_verify(args) -> int:
     from corpus_assets.domain.release.publish import ReleaseVerificationError, verify_release
     from corpus_assets.domain.release.signing import SignatureError, SigningKeyError
@@ -401,6 +426,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("source")
     p.set_defaults(func=_cmd_snapshot)
     sub.add_parser("recipe", help="recipe data jobs: corpus recipe run --config X --output DIR [--resume] [--export-hf DIR]")
+    p = sub.add_parser("partitions", help="list dynamic partition keys that are not valid keys; `prune` removes them")
+    p.add_argument("action", nargs="?", choices=["prune"], default=None)
+    p.set_defaults(func=_cmd_partitions)
     p = sub.add_parser("layers", help="list the current layer versions")
     p.set_defaults(func=_cmd_layers)
     p = sub.add_parser("cache", help="object-store data root: prune the local cache (see docs/operations.md)")

@@ -40,7 +40,7 @@ from resources.curation import CurationResource
 from resources.releases import ReleasesResource
 from resources.sources import SourcesResource
 from resources.storage import StorageResource
-from sensors.crawl_schedules import build_capture_schedules
+from sensors.crawl_schedules import build_capture_schedules, capture_job, captured_snapshots_sensor
 from sensors.jobs import registry_job, release_job, reports_job, snapshot_job
 from sensors.deletion import deletion_purge_job, deletion_requests_sensor
 from sensors.release_specs import release_specs_sensor
@@ -85,9 +85,9 @@ def build_definitions() -> dg.Definitions:
         executor=executor_from_env(),
         assets=[raw_snapshot, canonical_records, eval_registry, curated_records, minhash_signatures, dedup_clusters, splits_asset, tokenizer_asset, token_views_asset, mixture_plan_asset, packed_shards_asset, release_manifest_asset,
                 *load_sql_assets()],
-        jobs=[snapshot_job, registry_job, release_job, reports_job, deletion_purge_job],
+        jobs=[snapshot_job, registry_job, release_job, reports_job, deletion_purge_job, capture_job],
         schedules=build_capture_schedules(sources.load()),
-        sensors=[release_specs_sensor, deletion_requests_sensor],
+        sensors=[release_specs_sensor, deletion_requests_sensor, captured_snapshots_sensor],
         resources={
             "storage": StorageResource(),
             "catalog": CatalogResource(database=str(catalog_path())),

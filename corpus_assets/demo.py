@@ -35,7 +35,6 @@ def run_snapshot(defs: dg.Definitions, instance: dg.DagsterInstance, key: str) -
 
 def _build(defs, instance, sources, port, echo):
     """Capture and materialize every demo source in ``instance``; return (new keys, skip messages)."""
-    resources = defs.resources
     defs.resolve_job_def("registry_job").execute_in_process(instance=instance, raise_on_error=True)
     new_keys: list[str] = []
     skipped: list[str] = []
@@ -44,19 +43,26 @@ def _build(defs, instance, sources, port, echo):
         for s in sources.sources:
             if s.kind != "http_crawl":
                 continue
+            # the schedule's tick requests a capture_job run; the run crawls and keeps the snapshot
+            # only if something changed; then its materialization (the captured_snapshots sensor's job)
             schedule = defs.resolve_schedule_def(capture_schedule_name(s.id))
             ctx = dg.build_schedule_context(
                 instance=instance,
                 scheduled_execution_time=datetime.now(timezone.utc),
-                resources=resources,
                 repository_def=defs.get_repository_def(),
             )
             data = schedule.evaluate_tick(ctx)
-            for req in data.run_requests or []:
-                run_snapshot(defs, instance, req.partition_key)
-                new_keys.append(req.partition_key)
             if data.skip_message:
                 skipped.append(f"{s.id}: {data.skip_message}")
+            for req in data.run_requests or []:
+                run = defs.resolve_job_def("capture_job").execute_in_process(
+                    instance=instance, run_config=req.run_config, tags=req.tags, raise_on_error=True)
+                captured = run.output_for_node("capture_source")
+                if captured["committed"]:
+                    run_snapshot(defs, instance, captured["snapshot"])
+                    new_keys.append(captured["snapshot"])
+                else:
+                    skipped.append(f"{s.id}: {captured['reason']}")
     for s in sources.sources:
         if s.kind == "http_crawl":
             continue

@@ -3,10 +3,28 @@
 - ``snapshots``: one key per captured source snapshot, ``<source_id>.<YYYYMMDDTHHMMSS>`` (UTC).
 - ``releases``: one key per release spec ``releases/<name>.yaml`` (used from the dedup layer on).
 
-Keys are validated (corpus_assets.domain.core.keys) before any asset turns them into paths.
+Keys are validated (corpus_assets.domain.core.keys) before any asset turns them into paths. The
+project's sensors, schedules and CLI only ever add valid keys; the UI's "Add partition" accepts
+anything, so ``invalid_keys`` finds what does not belong (``corpus partitions prune`` removes it).
 """
 
 import dagster as dg
 
+from corpus_assets.domain.core.keys import InvalidKeyError, parse_snapshot_key, validate_release_name
+
 snapshots_partitions = dg.DynamicPartitionsDefinition(name="snapshots")
 releases_partitions = dg.DynamicPartitionsDefinition(name="releases")
+
+_VALIDATORS = {snapshots_partitions.name: parse_snapshot_key, releases_partitions.name: validate_release_name}
+
+
+def invalid_keys(instance: dg.DagsterInstance) -> dict[str, list[tuple[str, str]]]:
+    """{partition set: [(key, why it is not a valid key)]} over both dynamic partition sets."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for name, validate in _VALIDATORS.items():
+        for key in instance.get_dynamic_partitions(name):
+            try:
+                validate(key)
+            except (InvalidKeyError, ValueError) as exc:
+                out.setdefault(name, []).append((key, str(exc)))
+    return out

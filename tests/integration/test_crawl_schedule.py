@@ -1,4 +1,6 @@
-"""Scheduled incremental crawls through the real schedule evaluation, then the runs they request."""
+"""Scheduled incremental crawls through the real schedule evaluation, then the runs they request:
+the schedule only requests a capture_job run, the run crawls, the captured_snapshots sensor
+requests the snapshot's materialization."""
 
 from __future__ import annotations
 
@@ -6,7 +8,10 @@ from datetime import datetime, timedelta, timezone
 
 import dagster as dg
 
-from conftest import write_sources
+import os
+
+from conftest import PROJECT, write_sources
+from processes import free_port, graphql, start_webserver, stop_group, wait_for_webserver
 from corpus_assets.domain.storage.catalog import Catalog
 from corpus_assets.domain.storage.layer_store import LayerStore
 from corpus_assets.domain.demo.pydoc_server import pydoc_server
@@ -26,16 +31,37 @@ def _page(title, body, links=()):
             f"<html><head><title>{title}</title></head><body><main><h1>{title}</h1><p>{body}</p><ul>{a}</ul></main></body></html>".encode())
 
 
-def _tick(defs, instance, source_id, when):
+class Tick:
+    """What one scheduled tick led to: the capture run's answer and the snapshot it materialized."""
+
+    def __init__(self, captured: dict, materialized: list[str]):
+        self.captured, self.materialized = captured, materialized
+
+    @property
+    def key(self) -> str:
+        (key,) = self.materialized
+        return key
+
+
+def _tick(defs, instance, source_id, when) -> Tick:
+    """The schedule's tick (it only requests a capture_job run), that run, then the
+    captured_snapshots sensor's tick and the snapshot_job run it requests."""
     schedule = defs.resolve_schedule_def(f"capture_{source_id}")
-    ctx = dg.build_schedule_context(
-        instance=instance, scheduled_execution_time=when, resources=defs.resources, repository_def=defs.get_repository_def()
-    )
+    ctx = dg.build_schedule_context(instance=instance, scheduled_execution_time=when, repository_def=defs.get_repository_def())
     data = schedule.evaluate_tick(ctx)
-    for req in data.run_requests or []:
-        result = defs.resolve_job_def("snapshot_job").execute_in_process(instance=instance, partition_key=req.partition_key)
+    (req,) = data.run_requests
+    assert req.run_key == req.tags["corpus/snapshot"]
+    run = defs.resolve_job_def("capture_job").execute_in_process(instance=instance, run_config=req.run_config, tags=req.tags)
+    assert run.success
+    captured = run.output_for_node("capture_source")
+    sensor = defs.resolve_sensor_def("captured_snapshots")
+    materialized = []
+    ctx = dg.build_sensor_context(instance_ref=instance.get_ref(), definitions=defs)
+    for rr in sensor.evaluate_tick(ctx).run_requests or []:
+        result = defs.resolve_job_def("snapshot_job").execute_in_process(instance=instance, partition_key=rr.partition_key)
         assert result.success
-    return data
+        materialized.append(rr.partition_key)
+    return Tick(captured, materialized)
 
 
 def _crawl_sources(tmp_path, seed, **extra):
@@ -75,23 +101,23 @@ def test_incremental_crawl_adds_snapshots_only_for_changes(corpus_env, tmp_path)
         with dg.instance_for_test() as instance:
             _registry(defs, instance)
             first = _tick(defs, instance, "site", T0)
-            assert len(first.run_requests) == 1
-            key1 = first.run_requests[0].partition_key
+            key1 = first.key
             assert key1 == "site.20261129T140000"
             assert instance.get_dynamic_partitions("snapshots") == [key1]
             records, _ = _records(corpus_env, key1)
             assert sorted(r["item_id"] for r in records) == sorted(base + p for p in ["/", "/a.html", "/b.html", "/gone.html"])
 
-            # nothing changed: no partition, no run, a reason
+            # nothing changed: no partition, no snapshot run, a reason
             second = _tick(defs, instance, "site", T0 + timedelta(hours=1))
-            assert not second.run_requests and "nothing new" in second.skip_message
+            assert not second.materialized and second.captured["reason"] == "nothing new, changed or removed"
+            assert not (corpus_env / "layers" / "raw_snapshot" / "site.20261129T150000").exists()  # no empty folder left
             assert instance.get_dynamic_partitions("snapshots") == [key1]
 
             # one page edited, one removed: the snapshot holds only those
             site["/b.html"] = _page("B", "Page B now also covers async generators. " * 10)
             site["/gone.html"] = (404, {"Content-Type": "text/plain"}, b"gone")
             third = _tick(defs, instance, "site", T0 + timedelta(hours=2))
-            key3 = third.run_requests[0].partition_key
+            key3 = third.key
             records, decisions = _records(corpus_env, key3)
             assert [r["item_id"] for r in records] == [base + "/b.html"]
             removed = [d for d in decisions if d["reason"] == "source_removed"]
@@ -112,7 +138,7 @@ def test_crawl_of_the_real_pydoc_server(corpus_env, tmp_path):
         with dg.instance_for_test() as instance:
             _registry(defs, instance)
             data = _tick(defs, instance, "site", T0)
-            key = data.run_requests[0].partition_key
+            key = data.key
             records, decisions = _records(corpus_env, key)
             assert len(records) >= 5
             assert all(r["schema_type"] == "document" for r in records)
@@ -120,7 +146,7 @@ def test_crawl_of_the_real_pydoc_server(corpus_env, tmp_path):
             assert {d["outcome"] for d in decisions} <= {"accepted", "rejected", "quarantined"}
             # the next tick continues from the frontier: only pages never captured before
             again = _tick(defs, instance, "site", T0 + timedelta(minutes=30))
-            key2 = again.run_requests[0].partition_key
+            key2 = again.key
             first = {r["item_id"] for r in records}
             second, _ = _records(corpus_env, key2)
             assert second and not (first & {r["item_id"] for r in second})
@@ -148,11 +174,11 @@ def test_a_release_sees_the_crawl_as_of_its_latest_snapshot(corpus_env, tmp_path
         defs = build_definitions()
         with dg.instance_for_test() as instance:
             _registry(defs, instance)
-            key1 = _tick(defs, instance, "site", T0).run_requests[0].partition_key
+            key1 = _tick(defs, instance, "site", T0).key
             site["/venv.html"] = (404, {"Content-Type": "text/plain"}, b"gone")
             site["/logging.html"] = _page("logging", "Moved to the new handbook.")
             site["/pathlib.html"] = (500, {"Content-Type": "text/plain"}, b"try again later")
-            key2 = _tick(defs, instance, "site", T0 + timedelta(hours=1)).run_requests[0].partition_key
+            key2 = _tick(defs, instance, "site", T0 + timedelta(hours=1)).key
             instance.add_dynamic_partitions("releases", ["crawl"])
             assert defs.resolve_job_def("release_job").execute_in_process(instance=instance, partition_key="crawl").success
     store = LayerStore(corpus_env)
@@ -166,3 +192,47 @@ def test_a_release_sees_the_crawl_as_of_its_latest_snapshot(corpus_env, tmp_path
     assert decisions[(rid["venv"], key1)]["detail"] == f"source_removed in {key2}"
     assert decisions[(rid["logging"], key1)]["reason"] == "snapshots.removed_later"
     assert decisions[(rid["pathlib"], key1)]["action"] == "accept"
+
+
+DRY_RUN = """mutation($selector: ScheduleSelector!, $timestamp: Float) {
+  scheduleDryRun(selectorData: $selector, timestamp: $timestamp) {
+    __typename
+    ... on DryRunInstigationTick { evaluationResult { runRequests { runKey runConfigYaml } skipReason error { message } } }
+    ... on PythonError { message stack }
+  }
+}"""
+
+
+def test_previewing_a_crawl_tick_in_the_ui_crawls_nothing_and_the_real_tick_materializes(corpus_env, tmp_path):
+    text = "Python sets hold unique hashable members and support fast membership tests. " * 8
+    site = {"/": _page("Index", text, ["/a.html"]), "/a.html": _page("A", "Page A explains set algebra. " * 12)}
+    fetched: list = []
+    with serve_site(site, fetched) as base:
+        _crawl_sources(tmp_path, base + "/")
+        port = free_port()
+        web = start_webserver(port, PROJECT, dict(os.environ), tmp_path / "webserver.log")
+        try:
+            wait_for_webserver(web, port, tmp_path / "webserver.log")
+            selector = {"repositoryLocationName": "corpus", "repositoryName": "__repository__", "scheduleName": "capture_site"}
+            for _ in range(2):  # "Preview tick result", twice: both answer the same, neither does anything
+                data = graphql(port, DRY_RUN, {"selector": selector, "timestamp": T0.timestamp()})["scheduleDryRun"]
+                assert data["__typename"] == "DryRunInstigationTick", data
+                (rr,) = data["evaluationResult"]["runRequests"]
+                assert rr["runKey"] == "site.20261129T140000" and "site.20261129T140000" in rr["runConfigYaml"]
+        finally:
+            stop_group(web)
+        assert fetched == []  # not one page requested
+        assert not (corpus_env / "layers").exists() or not any((corpus_env / "layers").rglob("*"))
+        with dg.DagsterInstance.get() as instance:
+            assert instance.get_dynamic_partitions("snapshots") == []
+            if (corpus_env / "catalog.duckdb").exists():
+                assert Catalog.at(corpus_env / "catalog.duckdb").snapshots("site") == []
+            # the real tick: the capture run crawls, the sensor materializes the snapshot
+            from corpus_assets.definitions import build_definitions
+
+            defs = build_definitions()
+            _registry(defs, instance)
+            tick = _tick(defs, instance, "site", T0)
+            assert tick.key == "site.20261129T140000" and tick.captured["committed"]
+            assert fetched
+            assert instance.get_materialized_partitions(dg.AssetKey("curated_records")) == {tick.key}

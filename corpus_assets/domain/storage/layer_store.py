@@ -353,6 +353,10 @@ class VersionWriter:
             shutil.rmtree(self._tmp, ignore_errors=True)
             unlock(self._lock_fd)
             self._done = True
+            try:  # a partition this writer created and nothing else uses: leave no empty folder behind
+                self._tmp.parent.rmdir()
+            except OSError:
+                pass
 
     def __enter__(self) -> "VersionWriter":
         return self
