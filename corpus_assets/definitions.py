@@ -40,6 +40,7 @@ from resources.curation import CurationResource
 from resources.releases import ReleasesResource
 from resources.sources import SourcesResource
 from resources.storage import StorageResource
+from sensors.release_rebuilds import release_rebuilds_sensor
 from sensors.crawl_schedules import build_capture_schedules, capture_job, captured_snapshots_sensor
 from sensors.jobs import registry_job, release_job, reports_job, snapshot_job
 from sensors.deletion import deletion_purge_job, deletion_requests_sensor
@@ -87,7 +88,7 @@ def build_definitions() -> dg.Definitions:
                 *load_sql_assets()],
         jobs=[snapshot_job, registry_job, release_job, reports_job, deletion_purge_job, capture_job],
         schedules=build_capture_schedules(sources.load()),
-        sensors=[release_specs_sensor, deletion_requests_sensor, captured_snapshots_sensor],
+        sensors=[release_specs_sensor, deletion_requests_sensor, captured_snapshots_sensor, release_rebuilds_sensor],
         resources={
             "storage": StorageResource(),
             "catalog": CatalogResource(database=str(catalog_path())),

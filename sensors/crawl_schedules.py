@@ -31,6 +31,8 @@ from resources.storage import StorageResource
 from sensors.jobs import snapshot_job
 
 TAG_SOURCE = "corpus/source"
+_IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+              dg.DagsterRunStatus.STARTED]
 TAG_SNAPSHOT = "corpus/snapshot"
 
 
@@ -126,6 +128,8 @@ def captured_snapshots_sensor(context: dg.SensorEvaluationContext):
             continue
         if store.peek(RAW_SNAPSHOT, key) is None:
             continue  # added by hand and never captured: materializing it is the user's call
+        if context.instance.get_runs(filters=dg.RunsFilter(tags={"dagster/partition": key}, statuses=_IN_FLIGHT), limit=1):
+            continue  # a run (a backfill, `corpus snapshot`) is materializing it right now
         requests.append(dg.RunRequest(run_key=f"materialize:{key}", partition_key=key,
                                       tags={TAG_SNAPSHOT: key, TAG_SOURCE: key.split(".", 1)[0]}))
     if invalid:

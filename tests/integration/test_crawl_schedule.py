@@ -56,8 +56,9 @@ def _tick(defs, instance, source_id, when) -> Tick:
     captured = run.output_for_node("capture_source")
     sensor = defs.resolve_sensor_def("captured_snapshots")
     materialized = []
-    ctx = dg.build_sensor_context(instance_ref=instance.get_ref(), definitions=defs)
-    for rr in sensor.evaluate_tick(ctx).run_requests or []:
+    with dg.build_sensor_context(instance_ref=instance.get_ref(), definitions=defs) as ctx:  # closed: no dangling instance
+        requested = sensor.evaluate_tick(ctx).run_requests or []
+    for rr in requested:
         result = defs.resolve_job_def("snapshot_job").execute_in_process(instance=instance, partition_key=rr.partition_key)
         assert result.success
         materialized.append(rr.partition_key)

@@ -13,8 +13,8 @@ def test_invalid_partition_keys_are_reported_and_pruned(corpus_env, capsys):
     with dg.DagsterInstance.get() as instance:
         instance.add_dynamic_partitions("snapshots", ["demo_chat.20261129T140000", "my new snapshot", "../etc.20261129T140000"])
         instance.add_dynamic_partitions("releases", ["demo", "Demo Release!"])
-        ctx = dg.build_sensor_context(instance_ref=instance.get_ref(), definitions=defs)
-        data = defs.resolve_sensor_def("captured_snapshots").evaluate_tick(ctx)
+        with dg.build_sensor_context(instance_ref=instance.get_ref(), definitions=defs) as ctx:
+            data = defs.resolve_sensor_def("captured_snapshots").evaluate_tick(ctx)
         assert not data.run_requests  # the valid key was never captured: nothing to materialize
     assert corpus_main(["partitions"]) == 0
     out = capsys.readouterr().out

@@ -95,58 +95,60 @@ sources:
     from corpus_assets.definitions import build_definitions
 
     defs = build_definitions()
-    instance = dg.DagsterInstance.get()
-    assert defs.resolve_job_def("registry_job").execute_in_process(instance=instance).success
-    first = _snapshot(capsys)
-    (site / f"{REMOVED}.html").unlink()
-    (site / f"{EDITED}.html").write_text(_page(EDITED, MOVED))
-    second = _snapshot(capsys)
-    store = LayerStore(corpus_env)
-    curated = {k: {r["record_id"]: r for r in store.require_current("curated_records", k).read_table("records").to_pylist()}
-               for k in (first, second)}
-    removed_id, edited_id, kept_id = (next(r for r in curated[first] if r.endswith(f"{n}.html")) for n in (REMOVED, EDITED, KEPT))
-    assert {removed_id, edited_id, kept_id} <= set(curated[first])  # the first capture accepted all of them
-    assert removed_id not in curated[second] and edited_id not in curated[second] and kept_id in curated[second]
-    edited_refusal = {r["record_id"]: r["outcome"] for r in store.require_current("curated_records", second)
-                      .read_table("decisions").to_pylist()}
-    assert edited_refusal[edited_id] != "accepted"
+    # entered, so Dagster binds its definitions-state storage to this instance (a bare get() left
+    # a stale binding from an earlier test in the same process)
+    with dg.DagsterInstance.get() as instance:
+        assert defs.resolve_job_def("registry_job").execute_in_process(instance=instance).success
+        first = _snapshot(capsys)
+        (site / f"{REMOVED}.html").unlink()
+        (site / f"{EDITED}.html").write_text(_page(EDITED, MOVED))
+        second = _snapshot(capsys)
+        store = LayerStore(corpus_env)
+        curated = {k: {r["record_id"]: r for r in store.require_current("curated_records", k).read_table("records").to_pylist()}
+                   for k in (first, second)}
+        removed_id, edited_id, kept_id = (next(r for r in curated[first] if r.endswith(f"{n}.html")) for n in (REMOVED, EDITED, KEPT))
+        assert {removed_id, edited_id, kept_id} <= set(curated[first])  # the first capture accepted all of them
+        assert removed_id not in curated[second] and edited_id not in curated[second] and kept_id in curated[second]
+        edited_refusal = {r["record_id"]: r["outcome"] for r in store.require_current("curated_records", second)
+                          .read_table("decisions").to_pylist()}
+        assert edited_refusal[edited_id] != "accepted"
 
-    for name in ("latest", "kept"):
-        instance.add_dynamic_partitions("releases", [name])
-        assert defs.resolve_job_def("release_job").execute_in_process(instance=instance, partition_key=name).success
+        for name in ("latest", "kept"):
+            instance.add_dynamic_partitions("releases", [name])
+            assert defs.resolve_job_def("release_job").execute_in_process(instance=instance, partition_key=name).success
 
-    # rule latest: in no table of the release, in no decoded shard, each left-out copy with its reason
-    latest = _release_ids(store, "latest")
-    assert {"dedup_clusters.clusters", "splits.assignments", "token_views.views", "mixture_plan.plan", "shards"} <= set(latest)
-    for table, ids in latest.items():
-        assert removed_id not in ids and edited_id not in ids, table
-    assert kept_id in latest["token_views.views"] and kept_id in latest["dedup_clusters.clusters"]
-    decoded = _decoded_shards(store, "latest")
-    assert any(p in decoded for p in _phrases(DOCS[KEPT]))  # the decoding works: a kept page is there
-    for gone in (DOCS[REMOVED], DOCS[EDITED]):
-        assert not [p for p in _phrases(gone) if p in decoded]
-    decisions = {(r["record_id"], r["snapshot"]): r for r in store.require_current("dedup_clusters", "latest")
-                 .read_table("decisions").to_pylist()}
-    assert decisions[(removed_id, first)]["reason"] == "snapshots.absent_in_latest"
-    assert decisions[(edited_id, first)]["reason"] == "snapshots.not_accepted_in_latest"
-    assert second in decisions[(edited_id, first)]["detail"]
-    assert decisions[(kept_id, first)]["reason"] == "dedup.superseded"
-    assert decisions[(kept_id, second)]["action"] == "accept"
-    manifest = json.loads((next((corpus_env / "releases" / "latest").glob("*/manifest.json"))).read_text())
-    assert manifest["snapshot_rule"]["retain"] == "latest"
-    assert manifest["snapshot_rule"]["left_out"] == {"dedup.superseded": 2, "snapshots.absent_in_latest": 1,
-                                                     "snapshots.not_accepted_in_latest": 1}
-    assert manifest["intended_uses"] == ["pretraining"]
-    card = (next((corpus_env / "releases" / "latest").glob("*/data_card.md"))).read_text()
-    assert "Snapshot rule `latest`: each source as of its latest selected snapshot" in card
+        # rule latest: in no table of the release, in no decoded shard, each left-out copy with its reason
+        latest = _release_ids(store, "latest")
+        assert {"dedup_clusters.clusters", "splits.assignments", "token_views.views", "mixture_plan.plan", "shards"} <= set(latest)
+        for table, ids in latest.items():
+            assert removed_id not in ids and edited_id not in ids, table
+        assert kept_id in latest["token_views.views"] and kept_id in latest["dedup_clusters.clusters"]
+        decoded = _decoded_shards(store, "latest")
+        assert any(p in decoded for p in _phrases(DOCS[KEPT]))  # the decoding works: a kept page is there
+        for gone in (DOCS[REMOVED], DOCS[EDITED]):
+            assert not [p for p in _phrases(gone) if p in decoded]
+        decisions = {(r["record_id"], r["snapshot"]): r for r in store.require_current("dedup_clusters", "latest")
+                     .read_table("decisions").to_pylist()}
+        assert decisions[(removed_id, first)]["reason"] == "snapshots.absent_in_latest"
+        assert decisions[(edited_id, first)]["reason"] == "snapshots.not_accepted_in_latest"
+        assert second in decisions[(edited_id, first)]["detail"]
+        assert decisions[(kept_id, first)]["reason"] == "dedup.superseded"
+        assert decisions[(kept_id, second)]["action"] == "accept"
+        manifest = json.loads((next((corpus_env / "releases" / "latest").glob("*/manifest.json"))).read_text())
+        assert manifest["snapshot_rule"]["retain"] == "latest"
+        assert manifest["snapshot_rule"]["left_out"] == {"dedup.superseded": 2, "snapshots.absent_in_latest": 1,
+                                                         "snapshots.not_accepted_in_latest": 1}
+        assert manifest["intended_uses"] == ["pretraining"]
+        card = (next((corpus_env / "releases" / "latest").glob("*/data_card.md"))).read_text()
+        assert "Snapshot rule `latest`: each source as of its latest selected snapshot" in card
 
-    # rule union: the older copies are kept, and the manifest says so
-    kept = _release_ids(store, "kept")
-    for table in ("dedup_clusters.clusters", "splits.assignments", "token_views.views", "shards"):
-        assert {removed_id, edited_id, kept_id} <= kept[table], table
-    decoded = _decoded_shards(store, "kept")
-    assert any(p in decoded for p in _phrases(DOCS[REMOVED])) and any(p in decoded for p in _phrases(DOCS[EDITED]))
-    manifest = json.loads((next((corpus_env / "releases" / "kept").glob("*/manifest.json"))).read_text())
-    assert manifest["snapshot_rule"]["retain"] == "union"
-    assert manifest["snapshot_rule"]["left_out"] == {"dedup.superseded": 2}
-    assert "every record's newest accepted copy" in manifest["snapshot_rule"]["statement"]
+        # rule union: the older copies are kept, and the manifest says so
+        kept = _release_ids(store, "kept")
+        for table in ("dedup_clusters.clusters", "splits.assignments", "token_views.views", "shards"):
+            assert {removed_id, edited_id, kept_id} <= kept[table], table
+        decoded = _decoded_shards(store, "kept")
+        assert any(p in decoded for p in _phrases(DOCS[REMOVED])) and any(p in decoded for p in _phrases(DOCS[EDITED]))
+        manifest = json.loads((next((corpus_env / "releases" / "kept").glob("*/manifest.json"))).read_text())
+        assert manifest["snapshot_rule"]["retain"] == "union"
+        assert manifest["snapshot_rule"]["left_out"] == {"dedup.superseded": 2}
+        assert "every record's newest accepted copy" in manifest["snapshot_rule"]["statement"]

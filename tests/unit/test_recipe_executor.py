@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from corpus_assets.domain.recipe.cli import recipe_main
+from processes import default_signals
 from corpus_assets.domain.recipe.config import DataJobConfig, JobConfigError, load_config
 from corpus_assets.domain.recipe.executor import JobCancelled, run_data_job, run_data_job_async
 from corpus_assets.domain.recipe.hf_export import SOURCE_FILE, export_hf_dataset
@@ -499,15 +500,16 @@ def test_sigint_cancels_the_cli_job_cleanly(tmp_path):
     config = _write_config(
         tmp_path / "job.yaml",
         {"recipe": "recipe_toy:create_recipe", "target_count": 4, "params": {"count": 20},
-         # slow calls (10 chunks x 1.5 s on 2 workers): the job cannot finish between the second
-         # call and the signal, however loaded the machine
-         "calibration": {"implementation": CAL, "repeats": 1, "params": {"call_log": str(calls), "sleep": 1.5}},
+         "calibration": {"implementation": CAL, "repeats": 1, "params": {"call_log": str(calls), "sleep": 0.5}},
          "execution": {"batch_size": 2, "max_workers": 2, "backend": "process"}},
     )
     out = tmp_path / "job"
     proc = subprocess.Popen(
         [sys.executable, "-c", _RUNNER, "run", "--config", str(config), "--output", str(out)],
         env=_env(), cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        # a runner started in the background (nohup, CI) inherits SIGINT ignored, and Python then
+        # installs no KeyboardInterrupt handler: give the CLI the default handlers a terminal gives
+        preexec_fn=default_signals,
     )
     deadline = time.monotonic() + 120
     while lines(calls) < 2:

@@ -119,6 +119,7 @@ class _UntypedReleaseSpec(BaseModel):
 def _untyped_dump(path) -> dict:
     out = _UntypedReleaseSpec.model_validate(read_yaml(path)).model_dump(mode="json")
     out["snapshots"].pop("retain")  # a default added later: not in the identity unless written
+    out.pop("rebuild", None)  # operational (when to rebuild), never part of the identity
     return out
 
 
@@ -322,3 +323,18 @@ def test_retain_and_uses_enter_the_identity_only_when_written(tmp_path):
         with pytest.raises(ConfigError) as err:
             load_release_spec(_spec(tmp_path, "r5", text))
         assert field in [p.field for p in err.value.problems]
+
+
+def test_rebuild_policy_is_typed_accepts_the_shorthand_and_stays_out_of_the_identity(tmp_path):
+    base = "name: r\nsnapshots: {sources: [a]}\n"
+    default = load_release_spec(_spec(tmp_path, "r", base))
+    assert (default.rebuild.mode, default.rebuild.min_interval_minutes) == ("on_new_snapshots", 30)
+    manual = load_release_spec(_spec(tmp_path, "r", base + "rebuild: manual\n"))
+    assert manual.rebuild.mode == "manual"
+    tuned = load_release_spec(_spec(tmp_path, "r", base + "rebuild: {min_interval_minutes: 0}\n"))
+    assert (tuned.rebuild.mode, tuned.rebuild.min_interval_minutes) == ("on_new_snapshots", 0)
+    assert default.as_written() == manual.as_written() == tuned.as_written()
+    for bad, field in (("rebuild: sometimes", "rebuild.mode"), ("rebuild: {min_interval_minutes: -1}", "rebuild.min_interval_minutes"),
+                       ("rebuild: {mode: manual, every: 5}", "rebuild.every")):
+        with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
+            load_release_spec(_spec(tmp_path, "r", base + bad + "\n"))

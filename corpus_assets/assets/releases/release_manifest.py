@@ -10,6 +10,7 @@ from corpus_assets.domain.release.publish import ReleaseConflictError, ReleaseVe
 from corpus_assets.domain.release.build import build_release
 from corpus_assets.domain.deletion.purge import scan_for_tombstoned
 from corpus_assets.domain.layers.registry import DEDUP_CLUSTERS
+from corpus_assets.domain.release.freshness import INPUTS, INPUTS_FINGERPRINT, fingerprint, input_components
 from corpus_assets.domain.release.inputs import release_snapshots
 from corpus_assets.domain.release.registry import reconcile, register_published, registry
 from corpus_assets.domain.deletion.tombstones import load_tombstones
@@ -94,6 +95,9 @@ def release_manifest_asset(
     except ReleaseVerificationError as exc:
         report, verify_error = None, str(exc)
     m = built.manifest
+    # what this build read, for the release_rebuilds sensor to compare with what a rebuild would read
+    used = store.require_current(DEDUP_CLUSTERS, name).manifest["build_spec"]["snapshots"]
+    inputs = input_components(store, spec, tombs.generation, snapshots=used)
     per_source = [(s["source_id"], s["source_records"], s["sampled_records"], s["materialized_tokens"], s["label_tokens"])
                   for s in m["sampling"]["per_source"]]
     yield dg.MaterializeResult(
@@ -109,6 +113,9 @@ def release_manifest_asset(
             "shards": dg.MetadataValue.int(len(m["shards"])),
             "tokenizer_digest": m["tokenizer"]["digest"],
             "tombstone_generation": dg.MetadataValue.int(m["tombstones"]["generation"]),
+            "snapshots": dg.MetadataValue.md("\n".join(f"- {k}" for k in used)),
+            INPUTS_FINGERPRINT: fingerprint(inputs),
+            INPUTS: dg.MetadataValue.json(inputs),
             # the four denominators summed over sources, as numbers the UI plots per build
             **{k: dg.MetadataValue.int(sum(s[k] for s in m["sampling"]["per_source"]))
                for k in ("source_records", "sampled_records", "materialized_tokens", "label_tokens")},

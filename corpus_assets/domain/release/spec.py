@@ -95,6 +95,23 @@ class SnapshotSelection(BaseModel):
         return sorted(chosen)
 
 
+class RebuildPolicy(BaseModel):
+    """When the ``release_rebuilds`` sensor rebuilds a published release on its own. Operational,
+    not content: it is not part of the build id."""
+
+    model_config = ConfigDict(extra="forbid")
+    mode: Literal["manual", "on_new_snapshots"] = Field(
+        default="on_new_snapshots",
+        description="on_new_snapshots: rebuild when the release's inputs change; manual: only when asked")
+    min_interval_minutes: float = Field(
+        default=30, ge=0, description="debounce: at most one automatic rebuild per this many minutes")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, v: Any) -> Any:
+        return {"mode": v} if isinstance(v, str) else v
+
+
 class ReleaseSpec(BaseModel):
     """A release spec with every section typed (see docs/releases.md#release-specs)."""
 
@@ -113,6 +130,8 @@ class ReleaseSpec(BaseModel):
         default=None, description="sampling plan of the training split (absent: natural distribution, read once)")
     packing: PackingSection = Field(default_factory=PackingSection, description="block layout; seq_len 2048 when absent")
     shards: ShardSpec = Field(default_factory=ShardSpec, description="shard capacity in positions")
+    rebuild: RebuildPolicy = Field(default_factory=RebuildPolicy,
+                                   description="`manual`, or `on_new_snapshots` (default) with a debounce interval")
     _written: dict = PrivateAttr(default_factory=dict)  # the sections as written, for as_written()
 
     @field_validator("name")
