@@ -51,13 +51,15 @@ EXECUTORS = ("default", "multiprocess", "in_process", "dask", "k8s")
 
 
 def executor_from_env(env: Mapping[str, str] = os.environ) -> dg.ExecutorDefinition | None:
-    """The executor named by ``CORPUS_EXECUTOR`` (None: Dagster's default multiprocess executor)."""
+    """The executor named by ``CORPUS_EXECUTOR``. Unset / ``default``: in process — the layers of
+    a run form a chain, so step processes buy no parallelism and cost a Python start and imports
+    per step (docs/benchmarks.md#executor); ``multiprocess``: Dagster's (None)."""
     name = (env.get("CORPUS_EXECUTOR") or "default").strip().lower().replace("-", "_")
     if name not in EXECUTORS:
         raise ValueError(f"CORPUS_EXECUTOR={env.get('CORPUS_EXECUTOR')!r}: expected one of {', '.join(EXECUTORS)}")
-    if name in ("default", "multiprocess"):
+    if name == "multiprocess":
         return None
-    if name == "in_process":
+    if name in ("default", "in_process"):
         return dg.in_process_executor
     if name == "k8s":
         try:

@@ -36,8 +36,9 @@ RELEASE_BODY = "split: {fractions: [0.5, 0.25, 0.25]}\n" + rf.TOKENIZER
 def test_executor_is_chosen_by_environment():
     from corpus_assets.definitions import executor_from_env
 
-    assert executor_from_env({}) is None  # Dagster's default (multiprocess) executor
-    assert executor_from_env({"CORPUS_EXECUTOR": "multiprocess"}) is None
+    assert executor_from_env({}) is dg.in_process_executor  # the project's default: a run's steps in its process
+    assert executor_from_env({"CORPUS_EXECUTOR": "default"}) is dg.in_process_executor
+    assert executor_from_env({"CORPUS_EXECUTOR": "multiprocess"}) is None  # Dagster's multiprocess executor
     assert executor_from_env({"CORPUS_EXECUTOR": "in_process"}) is dg.in_process_executor
     local = executor_from_env({"CORPUS_EXECUTOR": "dask", "CORPUS_DASK_WORKERS": "3"})
     assert local.name == "dask"
