@@ -163,9 +163,13 @@ def deletion_requests_sensor(context: dg.SensorEvaluationContext):
     for line in reconcile(cat, store.root.releases, remote=store.remote).lines():
         context.log.warning(line)
     accepted, rejected = load_drop_folder(cat, drop_folder())
+    done: list[str] = []  # what this tick did, for the tick's summary (the UI shows it, not "empty result")
+    if rejected:
+        done.append(f"rejected {len(rejected)} drop file(s)")
     for name, error in rejected:
         context.log.warning(f"deletion request file {name} rejected: {error}")
     if accepted:
+        done.append(f"filed {', '.join(accepted)}")
         context.log.info(f"deletion requests filed from the drop folder: {', '.join(accepted)}")
     requests: list[dg.RunRequest] = []
     for req in pending(cat):
@@ -174,6 +178,7 @@ def deletion_requests_sensor(context: dg.SensorEvaluationContext):
             # (a crash after the tombstones were written but before the detail was: redo it —
             # write_tombstones is idempotent per request and the layers are not purged yet)
             _resolve(context, cat, store, req)
+            done.append(f"resolved {rid}")
             continue
         detail = _detail(req)
         purge_runs = _runs(context.instance, rid, "purge")
@@ -211,10 +216,13 @@ def deletion_requests_sensor(context: dg.SensorEvaluationContext):
             continue
         if not _apply(context, cat, store, rid, detail):
             continue
+        done.append(f"applied {rid} ({sum(len(v) for v in detail['revoked'].values())} build(s) revoked)")
         context.log.info(f"{rid}: applied; releases rebuilt: {detail['releases'] or 'none'}; builds revoked: "
                          f"{sum(len(v) for v in detail['revoked'].values())}; "
                          f"affected training runs: {detail.get('affected_runs') or 'none'}")
-    return dg.SensorResult(run_requests=requests)
+    if requests:
+        return dg.SensorResult(run_requests=requests)
+    return dg.SensorResult(skip_reason="; ".join(done) if done else "no deletion request waits for a step")
 
 
 def _reached(context, cat: Catalog, rid: str):

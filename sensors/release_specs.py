@@ -44,4 +44,10 @@ def release_specs_sensor(context: dg.SensorEvaluationContext):
     if changed:
         context.log.info(f"release specs changed: {', '.join(changed)} (their release assets are now stale)")
     requests = [releases_partitions.build_add_request(new)] if new else []
-    return dg.SensorResult(dynamic_partitions_requests=requests, cursor=json.dumps(digests, sort_keys=True))
+    cursor = json.dumps(digests, sort_keys=True)
+    if requests:
+        return dg.SensorResult(dynamic_partitions_requests=requests, cursor=cursor)
+    # nothing to add: say what the tick found (the UI shows this instead of "empty result")
+    summary = [f"{len(errors)} invalid spec(s): {', '.join(sorted(errors))}"] if errors else []
+    summary += [f"changed: {', '.join(changed)}"] if changed else []
+    return dg.SensorResult(skip_reason="; ".join(summary) or f"{len(specs)} release spec(s), none new", cursor=cursor)

@@ -97,6 +97,9 @@ def test_a_content_takedown_revokes_every_build_and_leaves_the_text_nowhere(corp
                             "--near-threshold", "0.6", "--requester", "legal@example.org", "--reason", "DMCA notice"]) == 0
         request = capsys.readouterr().out.strip().splitlines()[-1]
         tick_until_applied(defs, instance, cat, [request])
+        with dg.build_sensor_context(instance_ref=instance.get_ref(), definitions=defs) as ctx:
+            idle = defs.resolve_sensor_def("deletion_requests").evaluate_tick(ctx)
+        assert not idle.run_requests and idle.skip_message == "no deletion request waits for a step"
 
     detail = json.loads(get(cat, request).status_detail)
     assert sorted(detail["revoked"]["r1"]) == builds

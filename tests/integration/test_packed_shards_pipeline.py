@@ -28,12 +28,16 @@ def _build(tmp_path, monkeypatch, body=SPLIT + PAD_TOKENIZER + MIXTURE + PACKING
     with dg.instance_for_test() as instance:
         build_snapshots(defs, instance)
         result = run_release(defs, instance)
+        # packed_shards' progress lines, as the run's log shows them
+        result.progress_lines = [e.user_message for e in instance.all_logs(result.run_id)
+                                 if e.user_message.startswith("packed_shards[r1]: ")]
     return result
 
 
 def test_plan_is_packed_into_shards_whose_every_position_traces_to_its_view(corpus_env, tmp_path, monkeypatch):
     result = _build(tmp_path, monkeypatch)
     assert result.success
+    assert result.progress_lines[-1].startswith("packed_shards[r1]: 3/3 splits (100.0%)")  # counts splits, not log lines
     store = LayerStore(corpus_env)
     views = {(v["record_id"], v["variant"]): v for v in store.require_current("token_views", "r1").read_table("views").to_pylist()}
     plan = store.require_current("mixture_plan", "r1").read_table("plan").to_pylist()
@@ -231,3 +235,23 @@ def test_span_coverage_check_rereads_the_written_shards_and_fails_on_a_defect(co
     bin_path.write_bytes(bytes(raw))
     report = verify_packed_shards(store, defect)
     assert report["train"]["ok"] is False and any("sha256" in p or "digest" in p for p in report["train"]["problems"])
+
+
+def test_a_span_coverage_failure_while_packing_is_recorded_as_a_failed_check_before_it_blocks(
+        corpus_env, tmp_path, monkeypatch):
+    import corpus_assets.domain.pack.shards_layer as shards_layer
+
+    setup_release(tmp_path, monkeypatch, SPLIT + PAD_TOKENIZER + MIXTURE + PACKING)
+    from corpus_assets.definitions import build_definitions
+
+    defs = build_definitions()
+    with dg.instance_for_test() as instance:
+        build_snapshots(defs, instance)
+        # a packer defect: the blocks of the first chunk do not cover their positions
+        monkeypatch.setattr(shards_layer, "coverage_check", lambda part: (False, "position 3 covered twice (injected)"))
+        result = run_release(defs, instance, raise_on_error=False)
+        assert not result.success and "fail span coverage" in step_failure(result)
+        checks = [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
+        (coverage,) = [c for c in checks if c.check_name == "span_coverage"]
+        assert coverage.passed is False and "injected" in json.dumps(coverage.metadata["problems"].value)
+        assert not result.asset_materializations_for_node("release_manifest")  # blocked

@@ -81,6 +81,8 @@ def test_sensor_never_registers_an_invalid_spec_and_its_tick_log_names_file_and_
         with ctx:
             data = sensor.evaluate_tick(ctx)
         assert data.dynamic_partitions_requests == [] and json.loads(data.cursor) == {}
+        # the tick did work without adding anything: it says what it found, not "empty result"
+        assert data.skip_message == "3 invalid spec(s): good.yaml, notint.yaml, typo.yaml"
         warnings = [r["dagster_meta"]["orig_message"] for r in _tick_log(instance, data) if r["levelname"] == "WARNING"]
         good = [w for w in warnings if "good.yaml" in w]
         assert len(good) == 1 and "partition 'good' was registered earlier" in good[0]

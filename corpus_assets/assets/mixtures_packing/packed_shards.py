@@ -6,6 +6,7 @@ from corpus_assets.domain.layers.registry import MIXTURE_PLAN, TOKENIZER, TOKEN_
 from corpus_assets.domain.core.progress import Progress
 from corpus_assets.domain.pack.shards_layer import (
     SHARDS_LAYER_VERSION,
+    SpanCoverageError,
     build_packed_shards,
     resolve_packing,
     verify_packed_shards,
@@ -49,19 +50,27 @@ def packed_shards_asset(context: dg.AssetExecutionContext, storage: StorageResou
     policy, bos_id = resolve_packing(rspec.packing, tok.tokenizer.token_to_id, where)
     shard_spec, names = rspec.shards, rspec.split.names  # typed and checked when the spec was read
     progress = Progress(context.log.info, f"packed_shards[{name}]", unit="splits", total=len(names))
-    done = []
+    done: set[str] = set()
 
     def log(msg: str) -> None:
         context.log.info(msg)
-        done.append(msg)
+        # a split is done when its summary line ("packed_shards <release>/<split>: ...") is logged;
+        # other lines (spooling, shard writes) are not splits
+        done.update(s for s in names if msg.startswith(f"packed_shards {name}/{s}:"))
         progress.update(len(done))
 
-    version, report = build_packed_shards(
-        store, name, policy, shard_spec,
-        token_views=store.require_current(TOKEN_VIEWS, name),
-        mixture_plan=store.require_current(MIXTURE_PLAN, name),
-        tokenizer_digest=tok.digest, vocab_size=tok.vocab_size, split_names=names, bos_id=bos_id, log=log,
-    )
+    try:
+        version, report = build_packed_shards(
+            store, name, policy, shard_spec,
+            token_views=store.require_current(TOKEN_VIEWS, name),
+            mixture_plan=store.require_current(MIXTURE_PLAN, name),
+            tokenizer_digest=tok.digest, vocab_size=tok.vocab_size, split_names=names, bos_id=bos_id, log=log,
+        )
+    except SpanCoverageError as exc:
+        # the check's failure is recorded (and shown on the asset) before it blocks the release
+        yield dg.AssetCheckResult(check_name="span_coverage", passed=False, metadata={
+            "split": exc.split, "problems": dg.MetadataValue.json([str(d) for d in exc.details[:20]])})
+        raise dg.Failure(description=str(exc)) from exc
     progress.finish()
     splits = report["splits"]
     split_rows = [

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from corpus_assets.domain.core.errors import CorpusError
 from corpus_assets.domain.core.faults import pause_point
 from corpus_assets.domain.core.hashing import canonical_json
 from corpus_assets.domain.storage.dir_locks import new_staging_dir, remove_abandoned, unlock
@@ -52,6 +53,14 @@ DEFAULT_SEQ_LEN = 2048  # T when the release spec has no packing.seq_len
 
 SHARDS_TABLES = layer(PACKED_SHARDS).table_specs()
 
+
+
+class SpanCoverageError(CorpusError, ValueError):
+    """Packed blocks of a split failed the in-memory span-coverage check (nothing was written)."""
+
+    def __init__(self, split: str, details: list) -> None:
+        super().__init__(f"packed blocks of {split} fail span coverage: {details[:1]}")
+        self.split, self.details = split, details
 
 class ShardSpec(BaseModel):
     """The ``shards`` section of a release spec."""
@@ -199,7 +208,7 @@ def _pack_and_write(views: SplitViews, rows: np.ndarray, policy: PackingPolicy, 
         emit(packer.add_arrays(ids, mask, offs, lengths, rids, variants))
     emit(packer.finish())
     if not ok:
-        raise ValueError(f"packed blocks of {split} fail span coverage: {details[:1]}")
+        raise SpanCoverageError(split, details)
     metas = writer.finish()
     return metas, stats, ok, per_source, placed
 
