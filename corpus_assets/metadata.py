@@ -71,10 +71,31 @@ def counts_table(counts: Mapping[str, int], key_header: str) -> str:
     )
 
 
+def standard_metadata(version) -> dict:
+    """Dagster's standard keys for a layer version, from its manifest (nothing is read but it):
+    ``dagster/row_count`` of the layer's main table and ``dagster/column_schema`` of its columns,
+    so the UI's row-count plot and column view work on every tabular layer."""
+    from corpus_assets.domain.layers import registry
+
+    if not registry.is_layer(version.asset):
+        return {}
+    main = registry.layer(version.asset).main_table
+    table = version.manifest["tables"].get(main) if main else None
+    if table is None:
+        return {}
+    columns = [dg.TableColumn(name=c.split(":", 1)[0], type=c.split(":", 1)[1] if ":" in c else "unknown")
+               for c in table.get("schema", [])]
+    out = {"dagster/row_count": dg.MetadataValue.int(int(table["rows"]))}
+    if columns:
+        out["dagster/column_schema"] = dg.TableSchema(columns=columns)
+    return out
+
+
 def version_metadata(version) -> dict:
     return {
         "version": dg.MetadataValue.text(version.version),
         "content_digest": dg.MetadataValue.text(version.content_digest),
         "path": dg.MetadataValue.path(str(version.root)),
         **({"object_store": dg.MetadataValue.url(version.location)} if version.location else {}),
+        **standard_metadata(version),
     }

@@ -24,12 +24,15 @@ requires losing the catalog. Storage deletion does not undo what a model learned
 runs are listed, and the detail says so.
 """
 
+import functools
 import json
 
 import dagster as dg
+from dagster._core.definitions.data_version import CODE_VERSION_TAG, DATA_VERSION_TAG
 from pydantic import Field
 
 from corpus_assets.domain.core.data_root import DataRoot
+from corpus_assets.metadata import standard_metadata
 from corpus_assets.domain.storage.catalog import Catalog
 from corpus_assets.domain.deletion.requests import get, load_drop_folder, pending, set_status
 from corpus_assets.domain.storage.layer_store import LayerStore
@@ -78,20 +81,16 @@ def purge_deleted_records(context: dg.OpExecutionContext, config: PurgeConfig) -
         result = purge_snapshot(store, snap, tombs, request_ids=request_ids)
         if result.get("affected"):
             purged.append(snap)
-            for la in chain:
-                v = store.peek(la.asset, snap)  # version and digest only: nothing downloaded
-                if v is not None:
-                    context.log_event(dg.AssetMaterialization(
-                        asset_key=la.asset, partition=snap,
-                        description=f"purged by deletion request {config.request_id}",
-                        metadata={"version": v.version, "content_digest": v.content_digest,
-                                  "deletion_request": config.request_id},
-                    ))
+            for asset, moved in result["versions"].items():
+                _log_purged(context, asset, snap, store, moved, config.request_id)
             context.log.info(f"purge {config.request_id}: {snap} rewritten ({i}/{len(snapshots)} partitions scanned)")
     # Older versions are history, not data: drop every one the request could reach, purged now or
     # not (an older version may hold what no current version does), in every snapshot layer.
     history = dropped_history(store, snapshots, req)
     cache = purge_release_partitions(store, tombs, request_ids)
+    for asset, partitions in cache.items():
+        for release, moved in partitions.items():  # every pointer the purge moved is a Dagster event
+            _log_purged(context, asset, release, store, moved, config.request_id)
     for la in layer_registry.rewritten_on_deletion(Partitioning.RELEASES):
         for release in store.partitions(la.asset):
             history["versions"] += len(store.drop_versions(la.asset, release))
@@ -101,6 +100,41 @@ def purge_deleted_records(context: dg.OpExecutionContext, config: PurgeConfig) -
                      f"in place: {cache}; older versions dropped: {history['versions']} in {history['partitions']} "
                      f"partition(s)")
     return {"snapshots": purged, "release_layers": cache, "history": history}
+
+
+@functools.lru_cache(maxsize=1)
+def _code_versions() -> dict[str, str]:
+    """asset -> code version, from the project's definitions (what a normal materialization records)."""
+    from corpus_assets.definitions import build_definitions  # at call time: definitions imports this module
+
+    graph = build_definitions().resolve_asset_graph()
+    return {k.to_user_string(): graph.get(k).code_version for k in graph.get_all_asset_keys() if graph.get(k).code_version}
+
+
+def _log_purged(context, asset: str, partition: str, store: LayerStore, moved: dict, request_id: str) -> None:
+    """A materialization for a partition the purge rewrote, with what a normal one carries that
+    the manifest knows: data version (its content digest, so staleness stays right), code
+    version, row counts and the registry's manifest counts."""
+    v = store.peek(asset, partition)  # manifest only: nothing downloaded
+    if v is None:
+        return
+    la = layer_registry.layer(asset)
+    tags = {DATA_VERSION_TAG: v.content_digest}
+    code_version = _code_versions().get(asset)
+    if code_version:
+        tags[CODE_VERSION_TAG] = code_version
+    metadata = {"version": v.version, "content_digest": v.content_digest, "deletion_request": request_id,
+                "purged_from_version": moved.get("from", ""),
+                "removed_rows": dg.MetadataValue.json(moved.get("removed_rows", {}))}
+    metadata.update(standard_metadata(v))
+    for key in la.manifest_counts:
+        value = v.manifest.get(key)
+        if isinstance(value, int):
+            metadata[key] = dg.MetadataValue.int(value)
+        elif isinstance(value, (dict, list)):
+            metadata[key] = dg.MetadataValue.json(value)
+    context.log_event(dg.AssetMaterialization(asset_key=asset, partition=partition, tags=tags, metadata=metadata,
+                                              description=f"purged by deletion request {request_id}"))
 
 
 def dropped_history(store: LayerStore, snapshots: list[str], req) -> dict:
