@@ -4,6 +4,10 @@ import dagster as dg
 from pydantic import Field
 
 from corpus_assets.assets.ingestion.canonical_records import canonical_records
+from corpus_assets.domain.core.config_files import ConfigError
+from corpus_assets.domain.core.hashing import canonical_digest
+from corpus_assets.domain.core.settings import curation_path
+from corpus_assets.domain.curate.config import load_curation
 from corpus_assets.domain.curate.curated_layer import CURATED_CODE_VERSION, build_curated, check_no_pii_in_public
 from corpus_assets.domain.layers.registry import CANONICAL_RECORDS
 from corpus_assets.domain.curate.decontam.eval_registry import EvalRegistry
@@ -12,6 +16,17 @@ from corpus_assets.metadata import counts_table, markdown_table, ratio, version_
 from corpus_assets.partitions import snapshots_partitions
 from resources.curation import CurationResource
 from resources.storage import StorageResource
+
+
+def curated_code_version() -> str:
+    """The curated layer's code version plus a digest of the curation policy (curation.yaml as
+    loaded when the definitions load), so an edited threshold shows ``curated_records`` unsynced
+    in the UI (after "Reload definitions") until it is rematerialized."""
+    try:
+        cfg = load_curation(curation_path())
+    except (ConfigError, OSError):
+        return f"{CURATED_CODE_VERSION}+unreadable-policy"  # the run itself reports what is wrong
+    return f"{CURATED_CODE_VERSION}+{canonical_digest(cfg.model_dump(mode='json'))[:12]}"
 
 
 class CurateConfig(dg.Config):
@@ -24,7 +39,7 @@ class CurateConfig(dg.Config):
     group_name="curation",
     kinds={"python", "parquet"},
     owners=["team:corpus"],
-    code_version=CURATED_CODE_VERSION,
+    code_version=curated_code_version(),
     description=(
         "Curated records of one snapshot: type- and domain-aware quality filters (Gopher quality and "
         "repetition, C4, FineWeb), n-gram-containment decontamination against eval_registry, and PII "
