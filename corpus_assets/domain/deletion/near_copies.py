@@ -50,6 +50,17 @@ def record_texts(store: LayerStore, snapshots: Iterable[str], ids: set[str]) -> 
     return out
 
 
+def _signature_batches(store: LayerStore, snapshots: Iterable[str]):
+    """(snapshot, record ids, signatures) per stored batch of every snapshot's current signatures."""
+    for snap in snapshots:
+        v = store.current(MINHASH_SIGNATURES, snap)
+        if v is None:
+            continue
+        dtype = np.dtype(v.manifest.get("signature_dtype") or "uint64")
+        for b in v.iter_batches("signatures", batch_size=_BATCH, columns=["record_id", "signature"]):
+            yield snap, b.column(0).to_pylist(), [np.frombuffer(x, dtype=dtype) for x in b.column(1).to_pylist()]
+
+
 def near_copies(store: LayerStore, snapshots: list[str], seeds: set[str], threshold: float,
                 policy: MinHashPolicy) -> dict[str, float]:
     """Record id -> best verified Jaccard (>= ``threshold``) with any seed, for every record of
@@ -58,39 +69,26 @@ def near_copies(store: LayerStore, snapshots: list[str], seeds: set[str], thresh
         return {}
     seed_sigs: list[np.ndarray] = []
     seed_keys: list[tuple[str, str]] = []
-    wanted = pa.array(sorted(seeds), pa.string())
-    for snap in snapshots:
-        v = store.current(MINHASH_SIGNATURES, snap)
-        if v is None:
-            continue
-        dtype = np.dtype(v.manifest.get("signature_dtype") or "uint64")
-        for b in v.iter_batches("signatures", batch_size=_BATCH, columns=["record_id", "signature"]):
-            t = pa.Table.from_batches([b])
-            t = t.filter(pc.fill_null(pc.is_in(t.column("record_id"), value_set=wanted), False))
-            for rid, sig in zip(t.column(0).to_pylist(), t.column(1).to_pylist()):
-                seed_sigs.append(np.frombuffer(sig, dtype=dtype))
+    for snap, ids, sigs in _signature_batches(store, snapshots):
+        for rid, sig in zip(ids, sigs):
+            if rid in seeds:
+                seed_sigs.append(sig)
                 seed_keys.append((rid, snap))
     if not seed_sigs:
         return {}
-    widths = {s.size for s in seed_sigs}
     candidates: set[tuple[str, str]] = set()
-    for snap in snapshots:
-        v = store.current(MINHASH_SIGNATURES, snap)
-        if v is None:
-            continue
-        dtype = np.dtype(v.manifest.get("signature_dtype") or "uint64")
-        for b in v.iter_batches("signatures", batch_size=_BATCH, columns=["record_id", "signature"]):
-            ids = b.column(0).to_pylist()
-            sigs = [np.frombuffer(x, dtype=dtype) for x in b.column(1).to_pylist()]
-            rows = [i for i, s in enumerate(sigs) if s.size in widths and ids[i] not in seeds]
-            if not rows:
+    for snap, ids, sigs in _signature_batches(store, snapshots):
+        by_width: dict[int, list[int]] = {}
+        for i, sig in enumerate(sigs):
+            if ids[i] not in seeds:
+                by_width.setdefault(sig.size, []).append(i)
+        blocks = {w: (rows, np.stack([sigs[i] for i in rows])) for w, rows in by_width.items()}
+        for seed in seed_sigs:
+            if seed.size not in blocks:
                 continue
-            block = np.stack([sigs[i] for i in rows])
-            for seed in seed_sigs:
-                if seed.size != block.shape[1]:
-                    continue
-                agree = (block == seed.astype(block.dtype)).mean(axis=1)
-                candidates.update((ids[rows[j]], snap) for j in np.flatnonzero(agree >= threshold - SLACK).tolist())
+            rows, block = blocks[seed.size]
+            agree = (block == seed.astype(block.dtype)).mean(axis=1)
+            candidates.update((ids[rows[j]], snap) for j in np.flatnonzero(agree >= threshold - SLACK).tolist())
     if not candidates:
         return {}
     texts = record_texts(store, snapshots, {rid for rid, _ in candidates} | {rid for rid, _ in seed_keys})
