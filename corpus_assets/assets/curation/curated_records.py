@@ -5,10 +5,14 @@ from pydantic import Field
 
 from corpus_assets.assets.ingestion.canonical_records import canonical_records
 from corpus_assets.domain.core.config_files import ConfigError
-from corpus_assets.domain.core.hashing import canonical_digest
 from corpus_assets.domain.core.settings import curation_path
 from corpus_assets.domain.curate.config import load_curation
-from corpus_assets.domain.curate.curated_layer import CURATED_CODE_VERSION, build_curated, check_no_pii_in_public
+from corpus_assets.domain.curate.curated_layer import (
+    CURATED_CODE_VERSION,
+    build_curated,
+    check_no_pii_in_public,
+    curation_policy_version,
+)
 from corpus_assets.domain.layers.registry import CANONICAL_RECORDS
 from corpus_assets.domain.curate.decontam.eval_registry import EvalRegistry
 from corpus_assets.assets.curation.eval_registry import eval_registry, load_current_registry
@@ -26,7 +30,10 @@ def curated_code_version() -> str:
         cfg = load_curation(curation_path())
     except (ConfigError, OSError):
         return f"{CURATED_CODE_VERSION}+unreadable-policy"  # the run itself reports what is wrong
-    return f"{CURATED_CODE_VERSION}+{canonical_digest(cfg.model_dump(mode='json'))[:12]}"
+    # the policy version (thresholds, PII and decontamination settings; no file paths, so another
+    # checkout folder gives the same code version); the registry's content is an upstream asset
+    policy = curation_policy_version(cfg, registry_digest="").split("+", 1)[1]
+    return f"{CURATED_CODE_VERSION}+{policy[:12]}"
 
 
 class CurateConfig(dg.Config):
