@@ -4,14 +4,15 @@ table of the release and in no decoded shard, though the first snapshot still ho
 `retain: union` release keeps them and its manifest says which rule it used."""
 
 import json
+import os
+import subprocess
 import time
 
 import dagster as dg
 import pyarrow.parquet as pq
 from tokenizers import Tokenizer
 
-from conftest import write_sources
-from corpus_assets.cli import main as corpus_main
+from conftest import PROJECT, write_sources
 from corpus_assets.domain.layers import registry
 from corpus_assets.domain.layers.decisions import DECISIONS_TABLE
 from corpus_assets.domain.pack.shards_layer import shard_directory
@@ -31,9 +32,13 @@ def _page(name: str, text: str) -> str:
 
 
 def _snapshot(capsys) -> str:
+    """`corpus snapshot site`, as a user runs it: its own process (which also keeps Dagster's
+    process-wide definitions state of earlier tests out of it)."""
     time.sleep(1.05)  # snapshot keys have one-second resolution
-    assert corpus_main(["snapshot", "site"]) == 0
-    return capsys.readouterr().out.strip().splitlines()[-1]
+    out = subprocess.run([str(PROJECT / ".venv" / "bin" / "corpus"), "snapshot", "site"], cwd=PROJECT,
+                         env=dict(os.environ), capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-4000:]
+    return out.stdout.strip().splitlines()[-1]
 
 
 def _release_ids(store: LayerStore, release: str) -> dict[str, set]:
