@@ -52,9 +52,11 @@ test-fast: install
 ui: install instance
 	$(BIN)/dagster-webserver -h 127.0.0.1 -p $(UI_PORT) -w workspace.yaml
 
-# UI plus the daemon, so schedules (incremental crawls) and backfills run.
+# UI plus the daemon, so schedules (incremental crawls), sensors and backfills run. The project is
+# a dg project ([tool.dg] in pyproject.toml): `dg dev` loads the same code location as workspace.yaml
+# (`make ui`); `dg check defs` and `dg list defs` check and list it.
 dev: install instance
-	$(BIN)/dagster dev -h 127.0.0.1 -p $(UI_PORT) -w workspace.yaml
+	$(BIN)/dg dev --host 127.0.0.1 --port $(UI_PORT)
 
 # The documentation site the pydocs crawl source reads (keep it running for scheduled crawls).
 pydoc:

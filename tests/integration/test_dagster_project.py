@@ -1,26 +1,42 @@
-"""The Dagster project loads: definitions validate, and the real webserver serves the asset graph."""
+"""The Dagster project loads: `dg check defs` / `dg list defs` accept it, and the real webserver,
+started by `dg dev` as `make dev` does, serves the asset graph (workspace.yaml is covered by every
+other webserver test)."""
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 
-from processes import free_port, graphql, start_webserver, stop_group, wait_for_webserver
+from processes import free_port, graphql, start_in_group, stop_group, tail, wait_for_webserver
 
 PROJECT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 
-def test_definitions_validate(corpus_env):
-    out = subprocess.run(
-        [str(BIN / "dagster"), "definitions", "validate", "-m", "corpus_assets.definitions"],
-        cwd=PROJECT, capture_output=True, text=True, timeout=300,
-    )
+def _dg(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(BIN / "dg"), *args], cwd=PROJECT, capture_output=True, text=True, timeout=300)
+
+
+def test_dg_checks_and_lists_the_definitions(corpus_env):
+    out = _dg("check", "defs")
     assert out.returncode == 0, out.stdout + out.stderr
+    assert "All definitions loaded successfully" in out.stdout + out.stderr
+    assert "superseded" not in out.stdout + out.stderr
+    out = _dg("list", "defs", "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    listed = json.loads(out.stdout)
+    from corpus_assets.definitions import defs
+
+    repo = defs.get_repository_def()
+    assert {a["asset_key"] for a in listed["assets"]} == {k.to_user_string() for k in repo.asset_graph.get_all_asset_keys()}
+    assert {j["name"] for j in listed["jobs"]} >= {"snapshot_job", "release_job", "deletion_purge_job", "capture_job"}
+    assert {s["name"] for s in listed["sensors"]} == {s.name for s in repo.sensor_defs}
+    assert {s["name"] for s in listed["schedules"]} == {s.name for s in repo.schedule_defs}
 
 
-def test_webserver_serves_asset_graph_and_partitions(corpus_env, tmp_path):
+def test_dg_dev_serves_asset_graph_and_partitions(corpus_env, tmp_path):
     import dagster as dg
 
     keys = ["demo_chat.20261129T140000", "pydocs.20261129T143000"]
@@ -28,9 +44,13 @@ def test_webserver_serves_asset_graph_and_partitions(corpus_env, tmp_path):
         instance.add_dynamic_partitions("snapshots", keys)
     port = free_port()
     log_path = tmp_path / "webserver.log"
-    proc = start_webserver(port, PROJECT, dict(os.environ), log_path)
+    # `make dev`: dg dev, from the project's folder, without workspace.yaml
+    proc = start_in_group([str(BIN / "dg"), "dev", "--host", "127.0.0.1", "--port", str(port)],
+                          cwd=PROJECT, env=dict(os.environ), log_path=log_path)
     try:
         wait_for_webserver(proc, port, log_path, timeout=180)
+        located = graphql(port, "{ workspaceOrError { ... on Workspace { locationEntries { name } } } }")
+        assert [e["name"] for e in located["workspaceOrError"]["locationEntries"]] == ["corpus"]
         data = graphql(port, "{ assetNodes { assetKey { path } groupName dependencyKeys { path } } }")
         nodes = {"/".join(n["assetKey"]["path"]): n for n in data["assetNodes"]}
         assert {"raw_snapshot", "canonical_records", "stage_accounting"} <= set(nodes)
@@ -47,6 +67,7 @@ def test_webserver_serves_asset_graph_and_partitions(corpus_env, tmp_path):
         assert "decision" in node["description"]
     finally:
         stop_group(proc, timeout=30)
+    assert "superseded" not in tail(log_path)
     assert proc.returncode is not None
 
 
