@@ -31,6 +31,7 @@ from corpus_assets.assets.splits_tokens.token_views import token_views_asset
 from corpus_assets.assets.mixtures_packing.mixture_plan import mixture_plan_asset
 from corpus_assets.assets.mixtures_packing.packed_shards import packed_shards_asset
 from corpus_assets.assets.releases.release_manifest import release_manifest_asset
+from corpus_assets.assets.releases.release_inputs import release_inputs
 from corpus_assets.assets.curation.eval_registry import eval_registry
 from corpus_assets.domain.core.settings import catalog_path
 from corpus_assets.assets.ingestion.raw_snapshot import raw_snapshot
@@ -86,7 +87,7 @@ def build_definitions() -> dg.Definitions:
     sources = SourcesResource()
     return dg.Definitions(
         executor=executor_from_env(),
-        assets=[raw_snapshot, canonical_records, eval_registry, curated_records, minhash_signatures, dedup_clusters, splits_asset, tokenizer_asset, token_views_asset, mixture_plan_asset, packed_shards_asset, release_manifest_asset,
+        assets=[raw_snapshot, canonical_records, eval_registry, curated_records, minhash_signatures, release_inputs, dedup_clusters, splits_asset, tokenizer_asset, token_views_asset, mixture_plan_asset, packed_shards_asset, release_manifest_asset,
                 *load_sql_assets()],
         jobs=[snapshot_job, registry_job, release_job, reports_job, deletion_purge_job, capture_job],
         schedules=build_capture_schedules(sources.load()),

@@ -15,6 +15,14 @@ from corpus_assets.domain.core.keys import InvalidKeyError, parse_snapshot_key, 
 snapshots_partitions = dg.DynamicPartitionsDefinition(name="snapshots")
 releases_partitions = dg.DynamicPartitionsDefinition(name="releases")
 
+
+
+def every_snapshot(*assets: str) -> list[dg.AssetDep]:
+    """Lineage edges from a release-partitioned asset to snapshot layers it reads (every
+    partition: which snapshots a release selects is decided at run time by its spec)."""
+    return [dg.AssetDep(a, partition_mapping=dg.AllPartitionMapping()) for a in assets]
+
+
 _VALIDATORS = {snapshots_partitions.name: parse_snapshot_key, releases_partitions.name: validate_release_name}
 
 

@@ -3,7 +3,7 @@
 import dagster as dg
 
 from corpus_assets.domain.layers import registry
-from corpus_assets.domain.layers.registry import REPORT_GROUP, Partitioning
+from corpus_assets.domain.layers.registry import RELEASE_INPUTS, REPORT_GROUP, Partitioning
 
 
 def _assets(layers) -> dg.AssetSelection:
@@ -24,8 +24,9 @@ registry_job = dg.define_asset_job(
 
 release_job = dg.define_asset_job(
     "release_job",
-    selection=_assets(registry.release_layers()),
-    description="Build the release-level layers of one release partition: dedup clusters, splits, tokenizer, token views, mixture plan, packed shards, and publish it (release manifest).",
+    # release_inputs is observed first, so the build records the input fingerprint it read
+    selection=_assets(registry.release_layers()) | dg.AssetSelection.assets(RELEASE_INPUTS),
+    description="Observe what one release partition reads (release_inputs), then build its release-level layers: dedup clusters, splits, tokenizer, token views, mixture plan, packed shards, and publish it (release manifest).",
 )
 
 reports_job = dg.define_asset_job(

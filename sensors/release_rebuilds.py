@@ -7,6 +7,9 @@ from what its last build read (``release/freshness.py``; recorded in the latest
 ``release_manifest`` materialization). Debounced: at most one automatic rebuild per
 ``rebuild.min_interval_minutes``; never while a deletion request that may touch the release is
 in flight (the deletion sensor rebuilds it itself), nor while a run of it is queued or running.
+Every release with a valid spec (``manual`` ones too) has its fingerprint observed as the data
+version of ``release_inputs[<release>]`` whenever it moves, which is what makes the release show
+unsynced in the UI however many snapshot partitions it reads.
 The reports are refreshed whenever a release was built, a snapshot materialized or a deletion
 applied since the last refresh. Every run request carries its reason as a tag
 (``corpus/rebuild_reason``) and in the tick log, so the UI's sensor page says why.
@@ -16,13 +19,14 @@ import json
 import time
 
 import dagster as dg
+from dagster._core.definitions.data_version import DATA_VERSION_TAG
 
 from corpus_assets.domain.core.hashing import canonical_digest
 from corpus_assets.domain.core.settings import catalog_path, corpus_home, releases_dir
 from corpus_assets.domain.deletion.requests import pending
 from corpus_assets.domain.deletion.tombstones import tombstone_generation
 from corpus_assets.domain.layers import registry
-from corpus_assets.domain.layers.registry import RELEASE_MANIFEST
+from corpus_assets.domain.layers.registry import RELEASE_INPUTS, RELEASE_MANIFEST
 from corpus_assets.domain.release.freshness import INPUTS, fingerprint, input_components, what_changed
 from corpus_assets.domain.release.registry import registry as release_registry
 from corpus_assets.domain.release.spec import discover_release_specs
@@ -45,6 +49,13 @@ def _last_build_inputs(instance: dg.DagsterInstance, release: str):
     md = records[0].asset_materialization.metadata
     value = md.get(INPUTS)
     return (value.value if value is not None else {}), records[0].storage_id
+
+
+def _last_observed(instance: dg.DagsterInstance, release: str):
+    """The data version of the latest release_inputs observation of ``release`` (None: never observed)."""
+    records = instance.fetch_observations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(RELEASE_INPUTS), asset_partitions=[release]), limit=1).records
+    return records[0].asset_observation.tags.get(DATA_VERSION_TAG) if records else None
 
 
 def _deletions_in_flight(cat: Catalog) -> tuple[bool, set[str]]:
@@ -99,15 +110,25 @@ def release_rebuilds_sensor(context: dg.SensorEvaluationContext):
     generation = tombstone_generation(cat)
     unresolved, deleting = _deletions_in_flight(cat)
     requests: list[dg.RunRequest] = []
+    observations: list[dg.AssetObservation] = []
     for name in sorted(instance.get_dynamic_partitions(releases_partitions.name)):
         spec = specs.get(name)
-        if spec is None or spec.rebuild.mode == "manual":
+        if spec is None:
             continue
-        built, _ = _last_build_inputs(instance, name)
-        if built is None:
-            continue  # never built: the first build is the user's call
         inputs = input_components(store, spec, generation)
-        reasons = what_changed(built, inputs)
+        built, _ = _last_build_inputs(instance, name)
+        reasons = what_changed(built, inputs) if built is not None else ["never built"]
+        current = fingerprint(inputs)
+        if current != _last_observed(instance, name):
+            # what the UI's staleness reads, past Dagster's 100-partition walk (assets/releases/release_inputs.py)
+            observations.append(dg.AssetObservation(
+                asset_key=RELEASE_INPUTS, partition=name, tags={DATA_VERSION_TAG: current},
+                metadata={"changed_since_last_build": dg.MetadataValue.md(
+                    "\n".join(f"- {r}" for r in reasons) if reasons else "_nothing_"),
+                    "snapshots": dg.MetadataValue.int(len(inputs["snapshots"]))}))
+            context.log.info(f"{name}: observed release_inputs {current[:16]} ({'; '.join(reasons) or 'as last built'})")
+        if spec.rebuild.mode == "manual" or built is None:
+            continue  # manual: the user rebuilds; never built: the first build is the user's call
         if not reasons or not inputs["snapshots"]:
             continue
         reason = "; ".join(reasons)
@@ -134,6 +155,6 @@ def release_rebuilds_sensor(context: dg.SensorEvaluationContext):
         context.log.info("refreshing the SQL reports: layers, tombstones or the registry changed")
     state["releases"] = last_requested
     cursor = json.dumps(state, sort_keys=True)
-    if not requests:
+    if not requests and not observations:
         return dg.SensorResult(skip_reason="every published release is current (or waiting, see the log)", cursor=cursor)
-    return dg.SensorResult(run_requests=requests, cursor=cursor)
+    return dg.SensorResult(run_requests=requests, asset_events=observations, cursor=cursor)

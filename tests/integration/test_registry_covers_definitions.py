@@ -49,6 +49,7 @@ def test_jobs_select_what_the_registry_says(corpus_env):
             return {k.to_user_string() for k in defs.resolve_job_def(job).asset_layer.selected_asset_keys}
 
     assert selected("snapshot_job") == {la.asset for la in registry.snapshot_layers()}
-    assert selected("release_job") == {la.asset for la in registry.release_layers()}
+    # release_job also observes the release's input fingerprint first (the one observed asset)
+    assert selected("release_job") == {la.asset for la in registry.release_layers()} | {registry.RELEASE_INPUTS}
     assert selected("registry_job") == {registry.EVAL_REGISTRY}
     assert selected("reports_job") == _models()

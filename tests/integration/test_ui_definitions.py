@@ -22,6 +22,7 @@ LAYER_OF = {
     "mixture_plan": "mixtures_packing", "packed_shards": "mixtures_packing",
     "release_manifest": "releases",
 }
+OBSERVED = {"release_inputs": "dedup"}  # observed, never materialized: no code version, no key figures
 COMPUTE_KINDS = {"python", "sql"}
 OWNER = re.compile(r"^(team:[A-Za-z0-9_-]+|[^@\s]+@[^@\s]+\.[a-z]+)$")
 # an HTML-looking tag outside a `code span`: the UI renders descriptions as Markdown and drops it
@@ -69,10 +70,10 @@ def test_groups_follow_the_layers_in_dependency_order(repo):
     assets = _assets(repo)
     groups = {name: node.group_name for name, node in assets.items()}
     assert set(groups.values()) == set(LAYERS), groups
-    for name, layer in LAYER_OF.items():
+    for name, layer in {**LAYER_OF, **OBSERVED}.items():
         assert groups.get(name) == layer, f"{name}: group {groups.get(name)!r}, expected {layer!r}"
     for name, node in assets.items():
-        if name not in LAYER_OF:  # the SQL report models
+        if name not in LAYER_OF and name not in OBSERVED:  # the SQL report models
             assert groups[name] == "reports" and "sql" in node.kinds, (name, groups[name], node.kinds)
     # data flows forward through the layers: an asset never reads from a later layer
     graph = repo.asset_graph
@@ -84,6 +85,9 @@ def test_groups_follow_the_layers_in_dependency_order(repo):
 
 def test_every_asset_has_kinds_owners_and_a_code_version(repo):
     for name, node in _assets(repo).items():
+        if name in OBSERVED:
+            assert node.is_observable and node.kinds & COMPUTE_KINDS, (name, node.kinds)
+            continue  # stores nothing and runs no transformation: its data version is the observed fingerprint
         assert node.kinds & COMPUTE_KINDS, f"{name}: kinds {node.kinds} name no compute kind ({COMPUTE_KINDS})"
         assert len(node.kinds) >= 2, f"{name}: kinds {node.kinds} name no storage kind"
         assert node.owners and all(OWNER.match(o) for o in node.owners), f"{name}: owners {node.owners}"

@@ -2,12 +2,11 @@
 
 import dagster as dg
 
-from corpus_assets.assets.curation.curated_records import curated_records
 from corpus_assets.domain.dedup.clusters_layer import DEDUP_CODE_VERSION, build_dedup
-from corpus_assets.domain.layers.registry import MINHASH_SIGNATURES
+from corpus_assets.domain.layers.registry import CANONICAL_RECORDS, CURATED_RECORDS, MINHASH_SIGNATURES
 from corpus_assets.metadata import markdown_table, ratio, version_metadata
-from corpus_assets.assets.dedup.minhash_signatures import minhash_signatures
-from corpus_assets.partitions import releases_partitions
+from corpus_assets.assets.releases.release_inputs import release_inputs
+from corpus_assets.partitions import every_snapshot, releases_partitions
 from resources.releases import ReleasesResource
 from resources.sources import SourcesResource
 from resources.storage import StorageResource
@@ -16,8 +15,9 @@ from resources.storage import StorageResource
 @dg.asset(
     partitions_def=releases_partitions,
     deps=[
-        dg.AssetDep(minhash_signatures, partition_mapping=dg.AllPartitionMapping()),
-        dg.AssetDep(curated_records, partition_mapping=dg.AllPartitionMapping()),
+        # one to one: the release's input fingerprint, so staleness holds past 100 snapshot partitions
+        release_inputs,
+        *every_snapshot(MINHASH_SIGNATURES, CURATED_RECORDS, CANONICAL_RECORDS),
     ],
     group_name="dedup",
     kinds={"python", "parquet"},

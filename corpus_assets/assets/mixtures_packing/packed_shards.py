@@ -22,7 +22,7 @@ from resources.storage import StorageResource
 @dg.asset(
     name="packed_shards",
     partitions_def=releases_partitions,
-    deps=[mixture_plan_asset],
+    deps=[mixture_plan_asset, TOKEN_VIEWS, TOKENIZER],  # packs the plan's token views with the tokenizer's ids
     group_name="mixtures_packing",
     kinds={"python", "numpy", "parquet"},
     owners=["team:corpus"],

@@ -9,14 +9,18 @@ from corpus_assets.domain.core.faults import pause_point
 from corpus_assets.domain.release.publish import ReleaseConflictError, ReleaseVerificationError, verify_release
 from corpus_assets.domain.release.build import build_release
 from corpus_assets.domain.deletion.purge import scan_for_tombstoned
-from corpus_assets.domain.layers.registry import DEDUP_CLUSTERS
+from corpus_assets.domain.layers.registry import (
+    CANONICAL_RECORDS, CURATED_RECORDS, DEDUP_CLUSTERS, EVAL_REGISTRY, MINHASH_SIGNATURES, MIXTURE_PLAN, RAW_SNAPSHOT, SPLITS,
+    TOKEN_VIEWS, TOKENIZER,
+)
 from corpus_assets.domain.release.freshness import INPUTS, INPUTS_FINGERPRINT, fingerprint, input_components
 from corpus_assets.domain.release.inputs import release_snapshots
 from corpus_assets.domain.release.registry import reconcile, register_published, registry
 from corpus_assets.domain.deletion.tombstones import load_tombstones
 from corpus_assets.metadata import markdown_table
 from corpus_assets.assets.mixtures_packing.packed_shards import packed_shards_asset
-from corpus_assets.partitions import releases_partitions
+from corpus_assets.assets.releases.release_inputs import release_inputs
+from corpus_assets.partitions import every_snapshot, releases_partitions
 from resources.catalog import CatalogResource
 from resources.releases import ReleasesResource
 from resources.sources import SourcesResource
@@ -36,7 +40,10 @@ def package_version() -> str:
     name="release_manifest",
     partitions_def=releases_partitions,
     pool="catalog_writer",  # opens catalog.duckdb, which one process at a time may hold (docs/operations.md)
-    deps=[packed_shards_asset],
+    # the input fingerprint too (one to one), so the published release itself shows unsynced when it moves
+    # and every layer whose digest enters the build id, or that the tombstone check scans
+    deps=[packed_shards_asset, release_inputs, DEDUP_CLUSTERS, SPLITS, TOKENIZER, TOKEN_VIEWS, MIXTURE_PLAN, EVAL_REGISTRY,
+          *every_snapshot(RAW_SNAPSHOT, CANONICAL_RECORDS, CURATED_RECORDS, MINHASH_SIGNATURES)],
     group_name="releases",
     kinds={"python", "json"},
     owners=["team:corpus"],

@@ -6,7 +6,8 @@ from corpus_assets.assets.dedup.dedup_clusters import dedup_clusters
 from corpus_assets.domain.tokens.splits_layer import SPLITS_LAYER_CODE_VERSION, build_splits
 from corpus_assets.domain.layers.registry import DEDUP_CLUSTERS
 from corpus_assets.metadata import markdown_table, version_metadata
-from corpus_assets.partitions import releases_partitions
+from corpus_assets.domain.layers.registry import CURATED_RECORDS
+from corpus_assets.partitions import every_snapshot, releases_partitions
 from resources.releases import ReleasesResource
 from resources.storage import StorageResource
 
@@ -14,7 +15,7 @@ from resources.storage import StorageResource
 @dg.asset(
     name="splits",
     partitions_def=releases_partitions,
-    deps=[dedup_clusters],
+    deps=[dedup_clusters, *every_snapshot(CURATED_RECORDS)],  # the kept records' text, for split keys
     group_name="splits_tokens",
     kinds={"python", "parquet"},
     owners=["team:corpus"],

@@ -5,10 +5,10 @@ from pydantic import Field
 
 from corpus_assets.domain.core.progress import Progress
 from corpus_assets.domain.layers.decisions import DECISIONS_TABLE
-from corpus_assets.domain.layers.registry import SPLITS, TOKENIZER
+from corpus_assets.domain.layers.registry import CURATED_RECORDS, SPLITS, TOKENIZER
 from corpus_assets.domain.tokens.token_views_layer import TOKEN_VIEWS_LAYER_VERSION, build_token_views
 from corpus_assets.metadata import markdown_table, version_metadata
-from corpus_assets.partitions import releases_partitions
+from corpus_assets.partitions import every_snapshot, releases_partitions
 from corpus_assets.assets.splits_tokens.splits import splits_asset
 from corpus_assets.assets.splits_tokens.tokenizer import tokenizer_asset
 from resources.releases import ReleasesResource
@@ -24,7 +24,7 @@ class TokenViewsConfig(dg.Config):
 @dg.asset(
     name="token_views",
     partitions_def=releases_partitions,
-    deps=[splits_asset, tokenizer_asset],
+    deps=[splits_asset, tokenizer_asset, *every_snapshot(CURATED_RECORDS)],  # the records' text
     group_name="splits_tokens",
     kinds={"python", "parquet"},
     owners=["team:corpus"],

@@ -41,6 +41,7 @@ TOKEN_VIEWS = "token_views"
 MIXTURE_PLAN = "mixture_plan"
 PACKED_SHARDS = "packed_shards"
 RELEASE_MANIFEST = "release_manifest"
+RELEASE_INPUTS = "release_inputs"  # observed, never stored: see OBSERVED_ASSETS
 
 # Columns that hold record ids wherever they occur (the default for tables whose schema is not
 # known here: report model results, layers on disk that no longer exist in the code).
@@ -373,6 +374,10 @@ REPORT_TABLE = "result"
 _BY_ASSET = {layer.asset: layer for layer in LAYERS}
 assert len(_BY_ASSET) == len(LAYERS), "an asset is registered twice"
 
+# Dagster assets that store nothing (only observations, whose data version is a fingerprint):
+# no tables, nothing to purge, nothing in a build id. asset -> (partitioning, group).
+OBSERVED_ASSETS = {RELEASE_INPUTS: (Partitioning.RELEASES, "dedup")}
+
 
 def report_layer(model: str) -> Layer:
     """The layer of a SQL report model (``dbt_like_sql/<model>.sql``): one unpartitioned ``result``
@@ -449,6 +454,12 @@ def undescribed(assets: Mapping[str, tuple[Optional[str], Optional[str]]], repor
             expected = report_layer(name)
         elif name in _BY_ASSET:
             expected = _BY_ASSET[name]
+        elif name in OBSERVED_ASSETS:
+            partitioning, expected_group = OBSERVED_ASSETS[name]
+            if (partitions, group) != (partitioning.value, expected_group):
+                problems.append(f"{name}: partitioned by {partitions!r} in group {group!r} in Dagster, "
+                                f"{partitioning.value!r} in group {expected_group!r} in the registry")
+            continue
         else:
             problems.append(f"{name}: a Dagster asset the layer registry does not describe; add it to "
                             "corpus_assets/domain/layers/registry.py (tables, record ids, purge, build id)")
