@@ -28,10 +28,12 @@ import functools
 import json
 
 import dagster as dg
+from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluationTargetMaterializationData
 from dagster._core.definitions.data_version import CODE_VERSION_TAG, DATA_VERSION_TAG
 from pydantic import Field
 
 from corpus_assets.domain.core.data_root import DataRoot
+from corpus_assets.key_figures import stored_key_figures
 from corpus_assets.metadata import standard_metadata
 from corpus_assets.domain.storage.catalog import Catalog
 from corpus_assets.domain.deletion.requests import get, load_drop_folder, pending, set_status
@@ -45,6 +47,10 @@ from corpus_assets.domain.core.settings import catalog_path, corpus_home, dedup_
 from corpus_assets.domain.dedup.signatures_layer import load_dedup_file
 from corpus_assets.domain.deletion.builds import builds_reached
 from corpus_assets.domain.deletion.tombstones import load_tombstones, resolve, write_tombstones
+from corpus_assets.assets.curation.eval_registry import load_current_registry
+from corpus_assets.domain.curate.decontam.eval_registry import EvalRegistry
+from corpus_assets.layer_checks import stored_checks
+from resources.curation import CurationResource
 from sensors.jobs import release_job
 
 TAG_REQUEST = "corpus/deletion_request"
@@ -99,7 +105,39 @@ def purge_deleted_records(context: dg.OpExecutionContext, config: PurgeConfig) -
     context.log.info(f"purge {config.request_id}: {len(purged)} snapshot partition(s) purged; release layers rewritten "
                      f"in place: {cache}; older versions dropped: {history['versions']} in {history['partitions']} "
                      f"partition(s)")
-    return {"snapshots": purged, "release_layers": cache, "history": history}
+    rewritten = sorted({(asset, snap) for snap in purged for asset in (la.asset for la in chain)
+                        if store.current_version_name(asset, snap) is not None})
+    return {"snapshots": purged, "release_layers": cache, "history": history, "rewritten": rewritten}
+
+
+@dg.op(description="Run the asset checks of every snapshot partition the purge rewrote, against the purge's "
+                   "materializations: the same checks, through the same code (corpus_assets/layer_checks.py), as a "
+                   "normal materialization.")
+def check_purged_layers(context: dg.OpExecutionContext, purge: dict, curation: CurationResource) -> None:
+    store = LayerStore.from_env(corpus_home())
+
+    @functools.lru_cache(maxsize=1)
+    def policy():
+        cfg = curation.load()
+        return cfg, (load_current_registry(store) if cfg.decontam.enabled else EvalRegistry(()))
+
+    failed = []
+    for asset, partition in purge["rewritten"]:
+        results = stored_checks(asset, store, partition, curation=policy)
+        if not results:
+            continue
+        records = context.instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition]), limit=1).records
+        target = AssetCheckEvaluationTargetMaterializationData(
+            storage_id=records[0].storage_id, run_id=records[0].run_id, timestamp=records[0].timestamp) if records else None
+        for r in results:
+            context.log_event(dg.AssetCheckEvaluation(
+                asset_key=dg.AssetKey(asset), check_name=r.check_name, passed=r.passed, metadata=r.metadata,
+                severity=r.severity, partition=partition, target_materialization_data=target))
+            if not r.passed:
+                failed.append(f"{asset}[{partition}].{r.check_name}")
+    context.log.info(f"checks of {len(purge['rewritten'])} purged partition version(s): "
+                     + (f"FAILED {', '.join(failed)}" if failed else "all passed"))
 
 
 @functools.lru_cache(maxsize=1)
@@ -112,10 +150,11 @@ def _code_versions() -> dict[str, str]:
 
 
 def _log_purged(context, asset: str, partition: str, store: LayerStore, moved: dict, request_id: str) -> None:
-    """A materialization for a partition the purge rewrote, with what a normal one carries that
-    the manifest knows: data version (its content digest, so staleness stays right), code
-    version, row counts and the registry's manifest counts."""
-    v = store.peek(asset, partition)  # manifest only: nothing downloaded
+    """A materialization for a partition the purge rewrote, with what a normal one carries: data
+    version (its content digest, so staleness stays right), code version, row counts and column
+    schema, the key figures (key_figures.py, the code the assets use) and the registry's manifest
+    counts. Its checks follow in check_purged_layers."""
+    v = store.current(asset, partition)  # the key figures read its decision record
     if v is None:
         return
     la = layer_registry.layer(asset)
@@ -127,6 +166,7 @@ def _log_purged(context, asset: str, partition: str, store: LayerStore, moved: d
                 "purged_from_version": moved.get("from", ""),
                 "removed_rows": dg.MetadataValue.json(moved.get("removed_rows", {}))}
     metadata.update(standard_metadata(v))
+    metadata.update(stored_key_figures(v))  # the same figures, from the same code, as the asset's own materialization
     for key in la.manifest_counts:
         value = v.manifest.get(key)
         if isinstance(value, int):
@@ -155,7 +195,7 @@ def dropped_history(store: LayerStore, snapshots: list[str], req) -> dict:
 @dg.job(name="deletion_purge_job",
         description="Apply one deletion request's tombstones to every snapshot layer and the token-view cache.")
 def deletion_purge_job():
-    purge_deleted_records()
+    check_purged_layers(purge_deleted_records())
 
 
 def _runs(instance: dg.DagsterInstance, request_id: str, step: str) -> list:

@@ -9,10 +9,13 @@ revokes and withdraws all three builds, lists every consuming run, and afterward
 file under CORPUS_HOME (Dagster's own storage included) — raw bytes, Parquet decoded, token ids and
 shards decoded with every tokenizer, DuckDB tables — finds the text nowhere."""
 
+import collections
 import json
 from datetime import timedelta
 
 import dagster as dg
+
+from corpus_assets.metadata import KEY_FIGURES
 
 from corpus_assets.cli import main as corpus_main
 from corpus_assets.domain.core.keys import snapshot_key
@@ -57,6 +60,20 @@ def _consume(capsys, run_id) -> str:
     capsys.readouterr()
     assert corpus_main(["consume", "r1", "--run-id", run_id]) == 0
     return json.loads(capsys.readouterr().out)["build_id"]
+
+
+# the checks of each layer the purge rewrites (what the purged partitions' materializations must carry)
+CHECKS = {"raw_snapshot": ["raw_integrity"], "canonical_records": ["accounting"],
+          "curated_records": ["curation_accounting", "no_pii_in_public", "registry_digest_recorded"]}
+
+
+def _latest_check(instance, asset: str, name: str, partition: str):
+    """The latest evaluation of check ``name`` of ``asset`` for ``partition`` (None: never evaluated)."""
+    from dagster._core.event_api import PartitionKeyFilter
+
+    records = instance.event_log_storage.get_asset_check_execution_history(
+        dg.AssetCheckKey(dg.AssetKey(asset), name), limit=1, partition_filter=PartitionKeyFilter(key=partition))
+    return records[0].event.dagster_event.event_specific_data if records and records[0].event else None
 
 
 def test_a_content_takedown_revokes_every_build_and_leaves_the_text_nowhere(corpus_env, tmp_path, monkeypatch, capsys):
@@ -114,6 +131,23 @@ def test_a_content_takedown_revokes_every_build_and_leaves_the_text_nowhere(corp
             assert m.tags["dagster/data_version"] == version.content_digest, (asset, partition)
             assert m.tags["dagster/code_version"], (asset, partition)
             assert m.metadata["dagster/row_count"].value >= 0
+            # the key figures the UI plots, of this version (no gap in the plots after a deletion)
+            figures = {k: m.metadata[k].value for k in KEY_FIGURES[asset]}
+            assert {k: type(v).__name__ for k, v in figures.items()} == KEY_FIGURES[asset], (asset, figures)
+            if asset == "raw_snapshot":
+                assert figures["items"] == version.row_count("items")
+            if asset in ("canonical_records", "curated_records"):
+                outcomes = collections.Counter(version.read_table("decisions", columns=["outcome"]).column(0).to_pylist())
+                assert outcomes["deleted"] >= 1 and figures["accepted"] == outcomes["accepted"], (asset, outcomes)
+        # every check of a purged partition ran against the purge's materialization, and passed
+        for asset, partition in purged[:-1]:
+            (record,) = instance.fetch_materializations(dg.AssetRecordsFilter(
+                asset_key=dg.AssetKey(asset), asset_partitions=[partition]), limit=1).records
+            for name in CHECKS.get(asset, []):
+                ev = _latest_check(instance, asset, name, partition)
+                assert ev is not None, (asset, partition, name)
+                assert ev.passed, (asset, partition, name, ev.metadata)
+                assert ev.target_materialization_data.storage_id == record.storage_id, (asset, partition, name)
 
     detail = json.loads(get(cat, request).status_detail)
     assert sorted(detail["revoked"]["r1"]) == builds

@@ -194,7 +194,7 @@ def test_bad_release_input_fails_the_right_step_with_a_clear_error(corpus_env, t
             result = _release(defs, instance, raise_on_error=False)
             assert not result.success
             failed = [ev.step_key for ev in result.all_events if ev.event_type_value == "STEP_FAILURE"]
-            assert failed == ["dedup_clusters"], (body, failed)
+            assert failed == ["release_inputs"], (body, failed)  # the first step reads the spec
             assert not [ev for ev in result.all_events if ev.event_type_value == "ASSET_MATERIALIZATION"], body
             message = _failure(result)
             assert f"releases/r1.yaml: invalid configuration\n  {field}: " in message, (body, message)

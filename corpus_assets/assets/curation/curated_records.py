@@ -10,13 +10,14 @@ from corpus_assets.domain.curate.config import load_curation
 from corpus_assets.domain.curate.curated_layer import (
     CURATED_CODE_VERSION,
     build_curated,
-    check_no_pii_in_public,
     curation_policy_version,
 )
 from corpus_assets.domain.layers.registry import CANONICAL_RECORDS
 from corpus_assets.domain.curate.decontam.eval_registry import EvalRegistry
 from corpus_assets.assets.curation.eval_registry import eval_registry, load_current_registry
-from corpus_assets.metadata import counts_table, markdown_table, ratio, version_metadata
+from corpus_assets.layer_checks import curated_records_checks, partition_check
+from corpus_assets.key_figures import stored_key_figures
+from corpus_assets.metadata import counts_table, markdown_table, version_metadata
 from corpus_assets.partitions import snapshots_partitions
 from resources.curation import CurationResource
 from resources.storage import StorageResource
@@ -54,12 +55,12 @@ class CurateConfig(dg.Config):
         "and policy version; the PII audit keeps spans, never values; quarantined records are owner-only."
     ),
     check_specs=[
-        dg.AssetCheckSpec("curation_accounting", asset="curated_records",
-                          description="canonical records in = accepted + rejected + quarantined."),
-        dg.AssetCheckSpec("no_pii_in_public", asset="curated_records",
-                          description="Re-detection finds no PII of a redacted type in the public records."),
-        dg.AssetCheckSpec("registry_digest_recorded", asset="curated_records",
-                          description="The curated version records the digest of the current eval registry."),
+        partition_check("curation_accounting", "curated_records", snapshots_partitions,
+                        "canonical records in = accepted + rejected + quarantined (a purged record keeps its decision, marked deleted)."),
+        partition_check("no_pii_in_public", "curated_records", snapshots_partitions,
+                        "Re-detection finds no PII of a redacted type in the public records."),
+        partition_check("registry_digest_recorded", "curated_records", snapshots_partitions,
+                        "The curated version records the digest of the current eval registry."),
     ],
 )
 def curated_records(
@@ -78,27 +79,16 @@ def curated_records(
         store, key, cfg, registry, canonical_version=canonical, batch_size=config.batch_size, log=context.log.info
     )
     v = s.version
-    decided = sum(s.outcomes.values())
-    pii_problems = check_no_pii_in_public(v, cfg)
     retention_rows = [
         (src, lang, f"{stage}: {reason}", r[0], r[1], r[2], r[3], f"{r[3] / r[2]:.1%}" if r[2] else "-")
         for (src, lang, stage, reason), r in sorted(s.retention.items())
     ]
-    chars_in = sum(r[2] for r in s.retention.values())
-    chars_out = sum(r[3] for r in s.retention.values())
     reason_rows = [(st, o, rsn, c) for (st, o, rsn), c in sorted(s.by_reason.items(), key=lambda kv: (-kv[1], kv[0]))]
     return dg.MaterializeResult(
         data_version=dg.DataVersion(v.content_digest),
         metadata={
-            "records_in": dg.MetadataValue.int(s.records_in),
-            "accepted": dg.MetadataValue.int(s.outcomes.get("accepted", 0)),
-            "rejected": dg.MetadataValue.int(s.outcomes.get("rejected", 0)),
-            "quarantined": dg.MetadataValue.int(s.outcomes.get("quarantined", 0)),
+            **stored_key_figures(v),  # the KEY_FIGURES, from the stored version (as a purge reports them)
             "modified": dg.MetadataValue.int(s.modified),
-            "retention_rate": dg.MetadataValue.float(ratio(s.outcomes.get("accepted", 0), s.records_in)),
-            "chars_in": dg.MetadataValue.int(chars_in),
-            "chars_out": dg.MetadataValue.int(chars_out),
-            "char_retention_rate": dg.MetadataValue.float(ratio(chars_out, chars_in)),
             "retention": dg.MetadataValue.md(markdown_table(
                 ["source", "lang", "stage: reason", "records in", "records out", "chars in", "chars out", "char retention"],
                 retention_rows)),
@@ -115,23 +105,5 @@ def curated_records(
             "policy_version": s.policy_version,
             **version_metadata(v),
         },
-        check_results=[
-            dg.AssetCheckResult(
-                check_name="curation_accounting",
-                passed=decided == s.records_in == canonical.row_count("records") and v.row_count("decisions") == decided
-                and v.row_count("records") == s.outcomes.get("accepted", 0),
-                metadata={"in": dg.MetadataValue.int(canonical.row_count("records")),
-                          **{k: dg.MetadataValue.int(val) for k, val in s.outcomes.items()}},
-            ),
-            dg.AssetCheckResult(
-                check_name="no_pii_in_public",
-                passed=not pii_problems,
-                metadata={"findings": dg.MetadataValue.int(len(pii_problems)), "records": ", ".join(sorted({p.rsplit(': ', 1)[0] for p in pii_problems})[:20]) or "none"},
-            ),
-            dg.AssetCheckResult(
-                check_name="registry_digest_recorded",
-                passed=v.manifest.get("eval_registry_digest") == registry.digest,
-                metadata={"eval_registry_digest": registry.digest},
-            ),
-        ],
+        check_results=curated_records_checks(canonical, v, cfg, registry),
     )

@@ -8,6 +8,7 @@ from corpus_assets.domain.core.settings import dedup_path
 from corpus_assets.domain.dedup.signatures_layer import build_signatures, load_dedup_file
 from corpus_assets.domain.layers.registry import CURATED_RECORDS
 from corpus_assets.domain.dedup.minhash import MINHASH_CODE_VERSION, minhash_policy_version
+from corpus_assets.key_figures import stored_key_figures
 from corpus_assets.metadata import version_metadata
 from corpus_assets.partitions import snapshots_partitions
 from resources.releases import ReleasesResource
@@ -44,9 +45,8 @@ def minhash_signatures(context: dg.AssetExecutionContext, storage: StorageResour
     return dg.MaterializeResult(
         data_version=dg.DataVersion(version.content_digest),
         metadata={
-            "records": dg.MetadataValue.int(version.row_count("signatures")),
+            **stored_key_figures(version),  # the KEY_FIGURES, from the stored version (as a purge reports them)
             "minhash_policy": minhash_policy_version(policy),
-            "num_perm": dg.MetadataValue.int(policy.num_perm),
             "shingles": f"{policy.shingles.unit} {policy.shingles.size}-grams",
             "hash_function": policy.hash_function,
             **version_metadata(version),

@@ -4,14 +4,15 @@
 import dagster as dg
 from pydantic import Field
 
-from corpus_assets.domain.canonical.accounting import check_canonical_accounting
 from corpus_assets.domain.canonical.canonical_layer import CANONICAL_CODE_VERSION, build_canonical
 from corpus_assets.domain.layers import registry
 from corpus_assets.domain.layers.registry import CANONICAL_RECORDS, RAW_SNAPSHOT
 from corpus_assets.domain.core.keys import parse_snapshot_key
 from corpus_assets.domain.deletion.purge import purge_snapshot
 from corpus_assets.domain.deletion.tombstones import load_tombstones
-from corpus_assets.metadata import counts_table, markdown_table, ratio, version_metadata
+from corpus_assets.layer_checks import canonical_records_checks, partition_check
+from corpus_assets.key_figures import stored_key_figures
+from corpus_assets.metadata import counts_table, markdown_table, version_metadata
 from corpus_assets.partitions import snapshots_partitions
 from corpus_assets.assets.ingestion.raw_snapshot import raw_snapshot
 from resources.catalog import CatalogResource
@@ -38,11 +39,8 @@ class CanonicalConfig(dg.Config):
         "and private task references are stored owner-only."
     ),
     check_specs=[
-        dg.AssetCheckSpec(
-            "accounting",
-            asset="canonical_records",
-            description="in = accepted + rejected + quarantined + deleted (by a deletion request), every raw item decided exactly once.",
-        )
+        partition_check("accounting", "canonical_records", snapshots_partitions,
+                        "in = accepted + rejected + quarantined + deleted (by a deletion request), every raw item decided exactly once.")
     ],
 )
 def canonical_records(
@@ -74,17 +72,12 @@ def canonical_records(
                          f"{purged.get('deleted_items', 0)}; older versions dropped: {dropped}")
         raw = store.require_current(RAW_SNAPSHOT, key)
         version = store.require_current(CANONICAL_RECORDS, key)
-    report = check_canonical_accounting(raw, version)
     reason_rows = sorted(summary.reasons.items(), key=lambda kv: (kv[0][0], -kv[1], kv[0][1]))
     return dg.MaterializeResult(
         data_version=dg.DataVersion(version.content_digest),
         metadata={
-            "items_in": dg.MetadataValue.int(summary.items),
-            "accepted": dg.MetadataValue.int(summary.outcomes.get("accepted", 0)),
-            "rejected": dg.MetadataValue.int(summary.outcomes.get("rejected", 0)),
-            "quarantined": dg.MetadataValue.int(summary.outcomes.get("quarantined", 0)),
+            **stored_key_figures(version),  # the KEY_FIGURES, from the stored version (as a purge reports them)
             "deleted": dg.MetadataValue.int(summary.outcomes.get("deleted", 0)),
-            "acceptance_rate": dg.MetadataValue.float(ratio(summary.outcomes.get("accepted", 0), summary.items)),
             "decisions": dg.MetadataValue.md(
                 markdown_table(["outcome", "reason", "items"], [(o, r, c) for (o, r), c in reason_rows])
             ),
@@ -94,17 +87,5 @@ def canonical_records(
             "raw_version": raw.version,
             **version_metadata(version),
         },
-        check_results=[
-            dg.AssetCheckResult(
-                check_name="accounting",
-                passed=report.passed,
-                metadata={
-                    "in": dg.MetadataValue.int(report.items_in),
-                    "accepted": dg.MetadataValue.int(report.accepted),
-                    "rejected": dg.MetadataValue.int(report.rejected),
-                    "quarantined": dg.MetadataValue.int(report.quarantined),
-                    "problems": "; ".join(report.problems) or "none",
-                },
-            )
-        ],
+        check_results=canonical_records_checks(raw, version),
     )

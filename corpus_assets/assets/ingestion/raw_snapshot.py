@@ -3,10 +3,11 @@
 
 import dagster as dg
 
-from corpus_assets.domain.ingest.capture import CAPTURE_CODE_VERSION, RAW_TABLE, capture_snapshot
+from corpus_assets.domain.ingest.capture import CAPTURE_CODE_VERSION, capture_snapshot
 from corpus_assets.domain.layers.registry import RAW_SNAPSHOT
 from corpus_assets.domain.core.keys import parse_snapshot_key
-from corpus_assets.domain.storage.layer_store import LayerIntegrityError
+from corpus_assets.layer_checks import partition_check, raw_snapshot_checks
+from corpus_assets.key_figures import stored_key_figures
 from corpus_assets.metadata import counts_table, version_metadata
 from corpus_assets.partitions import snapshots_partitions
 from resources.catalog import CatalogResource
@@ -41,7 +42,7 @@ def commit_capture_to_catalog(catalog, source, result) -> None:
         "verify and reuse the stored version."
     ),
     check_specs=[
-        dg.AssetCheckSpec("raw_integrity", asset="raw_snapshot", description="Every file matches its manifest digest.")
+        partition_check("raw_integrity", "raw_snapshot", snapshots_partitions, "Every file matches its manifest digest.")
     ],
 )
 def raw_snapshot(
@@ -62,23 +63,16 @@ def raw_snapshot(
         version = result.version
     else:
         context.log.info(f"{key}: raw snapshot already captured as {version.version}; verifying and reusing it")
-    try:
-        version.verify()
-        check = dg.AssetCheckResult(check_name="raw_integrity", passed=True)
-    except LayerIntegrityError as exc:
-        check = dg.AssetCheckResult(check_name="raw_integrity", passed=False, metadata={"error": str(exc)})
     counts = version.manifest.get("status_counts", {})
-    total_bytes = sum(f["bytes"] for f in version.manifest["tables"][RAW_TABLE]["files"])
     return dg.MaterializeResult(
         data_version=dg.DataVersion(version.content_digest),
         metadata={
+            **stored_key_figures(version),  # the KEY_FIGURES, from the stored version (as a purge reports them)
             "source_id": source.id,
             "source_kind": source.kind,
-            "items": dg.MetadataValue.int(version.row_count(RAW_TABLE)),
             "captured": dg.MetadataValue.int(counts.get("captured", 0)),
-            "stored_bytes": dg.MetadataValue.int(total_bytes),
             "capture_status": dg.MetadataValue.md(counts_table(counts, "status")),
             **version_metadata(version),
         },
-        check_results=[check],
+        check_results=raw_snapshot_checks(version),
     )

@@ -14,6 +14,7 @@ from corpus_assets.domain.pack.shards_layer import (
 from corpus_assets.domain.tokens.token_views_layer import frozen_tokenizer_of
 from corpus_assets.metadata import markdown_table, version_metadata
 from corpus_assets.assets.mixtures_packing.mixture_plan import mixture_plan_asset
+from corpus_assets.layer_checks import partition_check
 from corpus_assets.partitions import releases_partitions
 from resources.releases import ReleasesResource
 from resources.storage import StorageResource
@@ -35,7 +36,7 @@ from resources.storage import StorageResource
         "content-addressed shard set under `$CORPUS_HOME/shards/<release>/`."
     ),
     check_specs=[
-        dg.AssetCheckSpec("span_coverage", asset="packed_shards", blocking=True,
+        partition_check("span_coverage", "packed_shards", releases_partitions, blocking=True,
                           description="Re-reads every written shard (sha256, index) and checks its provenance spans: every "
                                       "position covered exactly once, padding only by pad spans and never in the loss. "
                                       "Blocking: release_manifest does not run on shards that fail it."),

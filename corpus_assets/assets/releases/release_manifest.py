@@ -20,6 +20,7 @@ from corpus_assets.domain.deletion.tombstones import load_tombstones
 from corpus_assets.metadata import markdown_table
 from corpus_assets.assets.mixtures_packing.packed_shards import packed_shards_asset
 from corpus_assets.assets.releases.release_inputs import release_inputs
+from corpus_assets.layer_checks import partition_check
 from corpus_assets.partitions import every_snapshot, releases_partitions
 from resources.catalog import CatalogResource
 from resources.releases import ReleasesResource
@@ -56,12 +57,12 @@ def package_version() -> str:
         "with different content: conflict, nothing published. Registered in the release registry."
     ),
     check_specs=[
-        dg.AssetCheckSpec("release_verifies", asset="release_manifest",
+        partition_check("release_verifies", "release_manifest", releases_partitions,
                           description="every artifact re-hashes to its manifest digest (corpus verify)."),
-        dg.AssetCheckSpec("no_tombstoned_records", asset="release_manifest",
+        partition_check("no_tombstoned_records", "release_manifest", releases_partitions,
                           description="no current artifact of this release (its layers, its snapshots' layers, its "
                                       "shard spans) names a tombstoned record, URI, source or content digest."),
-        dg.AssetCheckSpec("tombstones_never_shrink", asset="release_manifest",
+        partition_check("tombstones_never_shrink", "release_manifest", releases_partitions,
                           description="the tombstone table holds at least as many tombstones as any earlier build of "
                                       "this release applied: a rebuild never empties it."),
     ],

@@ -7,7 +7,9 @@ from corpus_assets.domain.core.progress import Progress
 from corpus_assets.domain.layers.decisions import DECISIONS_TABLE
 from corpus_assets.domain.layers.registry import CURATED_RECORDS, SPLITS, TOKENIZER
 from corpus_assets.domain.tokens.token_views_layer import TOKEN_VIEWS_LAYER_VERSION, build_token_views
+from corpus_assets.key_figures import stored_key_figures
 from corpus_assets.metadata import markdown_table, version_metadata
+from corpus_assets.layer_checks import partition_check
 from corpus_assets.partitions import every_snapshot, releases_partitions
 from corpus_assets.assets.splits_tokens.splits import splits_asset
 from corpus_assets.assets.splits_tokens.tokenizer import tokenizer_asset
@@ -37,7 +39,7 @@ class TokenViewsConfig(dg.Config):
         "version): a release reuses views any release already computed and tokenizes only new records."
     ),
     check_specs=[
-        dg.AssetCheckSpec("token_views_accounting", asset="token_views",
+        partition_check("token_views_accounting", "token_views", releases_partitions,
                           description="kept records with a split = records with views + rejected (by reason code) = rows of its decision record."),
     ],
 )
@@ -73,11 +75,8 @@ def token_views_asset(
     yield dg.MaterializeResult(
         data_version=dg.DataVersion(version.content_digest),
         metadata={
-            "records": dg.MetadataValue.int(report["records"]),
+            **stored_key_figures(version),  # the KEY_FIGURES, from the stored version (as a purge reports them)
             "views": dg.MetadataValue.int(report["views"]),
-            "tokens": dg.MetadataValue.int(report["tokens"]),
-            "label_tokens": dg.MetadataValue.int(report["label_tokens"]),
-            "label_token_rate": dg.MetadataValue.float(round(report["label_token_rate"], 6)),
             "rejected": dg.MetadataValue.int(rejected),
             "rejected_by_reason": dg.MetadataValue.json(report["rejected"]),
             "tokenized_records": dg.MetadataValue.int(report["tokenized_records"]),
