@@ -138,7 +138,7 @@ def test_a_content_takedown_revokes_every_build_and_leaves_the_text_nowhere(corp
                 assert figures["items"] == version.row_count("items")
             if asset in ("canonical_records", "curated_records"):
                 outcomes = collections.Counter(version.read_table("decisions", columns=["outcome"]).column(0).to_pylist())
-                assert outcomes["deleted"] >= 1 and figures["accepted"] == outcomes["accepted"], (asset, outcomes)
+                assert figures["accepted"] == outcomes["accepted"], (asset, outcomes)
         # every check of a purged partition ran against the purge's materialization, and passed
         for asset, partition in purged[:-1]:
             (record,) = instance.fetch_materializations(dg.AssetRecordsFilter(
