@@ -209,3 +209,18 @@ def label_matches(name: str, label: str) -> bool:
 
 def missing_nodes(names, labels) -> list[str]:
     return [n for n in names if not any(label_matches(n, label) for label in labels)]
+
+
+ARTIFACTS_ENV = "CORPUS_TEST_ARTIFACTS"
+
+
+def keep_screenshots(folder: Path, test: str) -> list[Path]:
+    """Copy the test's screenshots to ``$CORPUS_TEST_ARTIFACTS/<test>/`` (default: the project's
+    ``test-artifacts/``, git-ignored) and print where they are: the test output names them."""
+    dest = Path(os.environ.get(ARTIFACTS_ENV) or Path(__file__).resolve().parents[1] / "test-artifacts") / test
+    dest.mkdir(parents=True, exist_ok=True)
+    kept = []
+    for shot in sorted(folder.glob("*.png")):
+        kept.append(Path(shutil.copy2(shot, dest / shot.name)))
+    print(f"screenshots of {test}: " + ", ".join(str(k) for k in kept))
+    return kept

@@ -71,5 +71,46 @@ def test_a_new_snapshot_rebuilds_the_release_and_the_reports_through_the_daemon(
                 asset_key=dg.AssetKey("release_manifest"), asset_partitions=["r1"]), limit=1).records[0].asset_materialization.metadata
         card = (Path(md["path"].value) / "data_card.md").read_text()
         assert key in card
+        with dg.DagsterInstance.get() as instance:
+            # the daemon stored the tick's observation: the fingerprint the rebuild then recorded
+            observed = instance.fetch_observations(dg.AssetRecordsFilter(
+                asset_key=dg.AssetKey("release_inputs"), asset_partitions=["r1"]), limit=10).records
+            obs = observed[0]  # the latest: the rebuild's own observation
+            by_tick = [o for o in observed if not o.run_id]  # stored by the daemon from the sensor's tick
+            assert len(by_tick) == 1 and key in by_tick[0].asset_observation.metadata["changed_since_last_build"].value
+            assert obs.asset_observation.tags["dagster/data_version"] == md["inputs_fingerprint"].value
+        _screenshot_the_tick(tmp_path)
     finally:
         stop_group(daemon)
+
+
+def _screenshot_the_tick(tmp_path: Path) -> None:
+    """The sensor's page in a real browser: the tick that requested the rebuild, with its run."""
+    import ui_browser
+
+    browser, why = ui_browser.find_browser()
+    if browser is None:
+        if os.environ.get(ui_browser.REQUIRE_ENV) == "1":
+            raise AssertionError(f"{ui_browser.REQUIRE_ENV}=1 but the browser cannot run: {why}")
+        print(f"automation tick screenshot skipped: {why}")
+        return
+    os.environ["SE_OFFLINE"] = "true"  # Selenium Manager must never go online
+    port = ui_browser.free_port()
+    log = tmp_path / "webserver.log"
+    server = ui_browser.start_webserver(port, PROJECT, dict(os.environ), log)
+    driver = None
+    try:
+        ui_browser.wait_for_webserver(server, port, log)
+        driver = ui_browser.chrome(browser, ui_browser.fresh_profile_dir(tmp_path / "chromium"))
+        driver.set_page_load_timeout(60)
+        driver.get(f"http://127.0.0.1:{port}/locations/corpus/sensors/release_rebuilds")
+        ui_browser.settle_community_modal(driver)
+        ui_browser.wait_for_text(driver, "the release_rebuilds tick that requested the rebuild",
+                                 ["release_rebuilds", "1 run requested"], timeout=45)
+        driver.save_screenshot(str(tmp_path / "automation_tick.png"))
+    finally:
+        if driver is not None:
+            driver.quit()
+        ui_browser.stop_process_group(server)
+    ui_browser.keep_screenshots(tmp_path, "test_automation_daemon")
+    assert (tmp_path / "automation_tick.png").stat().st_size > 10_000

@@ -5,6 +5,7 @@ in the asset graph and the latest materialization's metadata on the release asse
 Screenshots go to the test's tmp dir. Without chromium the test skips, unless
 CORPUS_REQUIRE_BROWSER=1 (CI), where it fails."""
 
+import json
 import os
 import time
 import urllib.parse
@@ -14,7 +15,7 @@ import dagster as dg
 import pytest
 
 import ui_browser
-from release_fixture import TOKENIZER, build_snapshots, run_release, setup_release
+from release_fixture import DOCS, ITERTOOLS, TOKENIZER, build_snapshots, run_release, setup_release
 from test_ui_definitions import LAYERS
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -72,7 +73,7 @@ def test_asset_graph_and_release_pages_render_layers_and_latest_metadata(corpus_
         # 1. the asset graph with every layer's group expanded: each group and each asset is drawn
         def all_nodes_drawn():
             labels = ui_browser.graph_node_labels(driver)
-            if not ui_browser.missing_nodes(asset_names, labels):
+            if not ui_browser.missing_nodes(asset_names + LAYERS, labels):  # every asset and every group
                 return labels
             ui_browser.zoom_out(driver)  # nodes outside the viewport are not drawn: step back
             return None
@@ -109,12 +110,29 @@ def test_asset_graph_and_release_pages_render_layers_and_latest_metadata(corpus_
         assert "blocks" in text and str(blocks) in text
         driver.save_screenshot(str(tmp_path / "packed_shards.png"))
         lap("packed_shards page")
+
+        # 4. a new snapshot of a source the release reads: once release_rebuilds has observed the
+        # release's inputs (what the daemon stores from its tick), the release partition is unsynced
+        docs = dict(DOCS, itertools=ITERTOOLS)
+        (tmp_path / "docs" / "docs.jsonl").write_text("".join(json.dumps({"id": k, "text": v}) + "\n" for k, v in docs.items()))
+        with dg.DagsterInstance.get() as instance:
+            build_snapshots(defs, instance, minute=5, sources=("site_docs",))
+            with dg.build_sensor_context(instance_ref=instance.get_ref(), definitions=defs) as ctx:
+                tick = defs.resolve_sensor_def("release_rebuilds").evaluate_tick(ctx)
+            for event in tick.asset_events:
+                instance.report_runless_asset_event(event)
+        assert [e.partition for e in tick.asset_events] == ["r1"]
+        driver.get(f"{base}/assets/dedup_clusters?view=partitions&partition=r1")
+        ui_browser.wait_for_text(driver, "dedup_clusters[r1] shown unsynced", ["Unsynced"])
+        driver.save_screenshot(str(tmp_path / "unsynced_release.png"))
+        lap("unsynced badge")
     finally:
         if driver is not None:
             driver.quit()
         ui_browser.stop_process_group(server)
         lap("stopped")
         print(f"timings (s since start): {timings}; screenshots in {tmp_path}")
-    for shot in ("asset_graph.png", "release_manifest.png", "packed_shards.png"):
+    ui_browser.keep_screenshots(tmp_path, "test_ui_browser")
+    for shot in ("asset_graph.png", "release_manifest.png", "packed_shards.png", "unsynced_release.png"):
         assert (tmp_path / shot).stat().st_size > 10_000, f"{shot} looks empty"
     assert server.returncode is not None

@@ -111,7 +111,7 @@ def test_a_release_over_150_snapshot_partitions_shows_unsynced_when_a_new_snapsh
         # Dagster's own partition walk stops at 100 upstream partitions: it does not see the new one
         assert {k: s for k, (s, _) in status().items()} == {"dedup_clusters": "FRESH", "release_manifest": "FRESH"}
         with dg.DagsterInstance.get() as instance:
-            with dg.build_sensor_context(instance=instance, definitions=defs) as ctx:
+            with dg.build_sensor_context(instance_ref=instance.get_ref(), definitions=defs) as ctx:
                 result = defs.resolve_sensor_def("release_rebuilds").evaluate_tick(ctx)
             assert [r.job_name for r in result.run_requests] == ["reports_job"]  # rebuild: manual
             (obs,) = result.asset_events
@@ -130,7 +130,7 @@ def test_a_release_over_150_snapshot_partitions_shows_unsynced_when_a_new_snapsh
         spec = tmp_path / "releases" / "r1.yaml"
         spec.write_text(spec.read_text().replace("seq_len: 128", "seq_len: 64"))
         with dg.DagsterInstance.get() as instance:
-            with dg.build_sensor_context(instance=instance, definitions=defs) as ctx:
+            with dg.build_sensor_context(instance_ref=instance.get_ref(), definitions=defs) as ctx:
                 result = defs.resolve_sensor_def("release_rebuilds").evaluate_tick(ctx)
             (obs,) = result.asset_events
             assert "the release spec changed" in obs.metadata["changed_since_last_build"].value
