@@ -210,13 +210,6 @@ def _failed(runs) -> bool:
     return bool(runs) and all(r.status in (dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED) for r in runs)
 
 
-def _detail(req) -> dict:
-    try:
-        return json.loads(req.status_detail) if req.status_detail.startswith("{") else {}
-    except json.JSONDecodeError:
-        return {}
-
-
 @dg.sensor(
     name="deletion_requests",
     jobs=[deletion_purge_job, release_job],
@@ -248,13 +241,13 @@ def deletion_requests_sensor(context: dg.SensorEvaluationContext):
     requests: list[dg.RunRequest] = []
     for req in pending(cat):
         rid = req.request_id
-        if req.status == "received" or (req.status == "resolved" and not _detail(req)):
+        if req.status == "received" or (req.status == "resolved" and not req.detail()):
             # (a crash after the tombstones were written but before the detail was: redo it —
             # write_tombstones is idempotent per request and the layers are not purged yet)
             _resolve(context, cat, store, req)
             done.append(f"resolved {rid}")
             continue
-        detail = _detail(req)
+        detail = req.detail()
         purge_runs = _runs(context.instance, rid, "purge")
         if req.status == "resolved":
             set_status(cat, rid, "runs_requested", req.status_detail)

@@ -65,11 +65,7 @@ def _deletions_in_flight(cat: Catalog) -> tuple[bool, set[str]]:
         if req.status == "received":
             unresolved = True
             continue
-        try:
-            detail = json.loads(req.status_detail) if req.status_detail.startswith("{") else {}
-        except json.JSONDecodeError:
-            detail = {}
-        named |= set(detail.get("releases", []))
+        named |= set(req.detail().get("releases", []))
     return unresolved, named
 
 

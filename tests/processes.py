@@ -113,6 +113,18 @@ def graphql(port: int, query: str, variables: dict | None = None) -> dict:
     return body["data"]
 
 
+def wait_for_marker(marker: Path, proc: subprocess.Popen, what: str, timeout: float = 180) -> None:
+    """Until ``marker`` exists (a pause point reached); fails with the process's stderr if it ends first."""
+    deadline = time.monotonic() + timeout
+    while not marker.exists():
+        if proc.poll() is not None:
+            err = proc.stderr.read() if proc.stderr is not None else ""
+            err = err.decode(errors="replace") if isinstance(err, bytes) else err
+            raise AssertionError(f"process ended before {what}: {err[-3000:]}")
+        assert time.monotonic() < deadline, f"{what} not reached in time"
+        time.sleep(0.05)
+
+
 def kill_at_pause_point(cmd: list[str], point: str, marker: Path, *, env: dict, cwd: Path | None = None,
                         timeout: float = 240) -> subprocess.Popen:
     """Run ``cmd`` with the fault-injection pause point ``point`` armed (domain/core/faults.py), wait
@@ -123,12 +135,7 @@ def kill_at_pause_point(cmd: list[str], point: str, marker: Path, *, env: dict, 
     proc = subprocess.Popen(cmd, env=env, cwd=cwd, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + timeout
-        while not marker.exists():
-            if proc.poll() is not None:
-                raise AssertionError(f"process ended before {point}: {proc.stderr.read().decode()[-3000:]}")
-            assert time.monotonic() < deadline, f"{point} not reached in time"
-            time.sleep(0.05)
+        wait_for_marker(marker, proc, point, timeout)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,7 +21,7 @@ from corpus_assets.domain.pack.shards_layer import ShardSpec, build_packed_shard
 from corpus_assets.domain.storage.layer_store import LayerStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from processes import kill_at_pause_point  # noqa: E402
+from processes import kill_at_pause_point, wait_for_marker  # noqa: E402
 
 RELEASE = "r1"
 POLICY = {"seq_len": 16, "overlength": "split"}
@@ -109,15 +108,6 @@ def _env() -> dict:
     return dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
 
 
-def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        if proc.poll() is not None:
-            raise AssertionError(f"builder ended early: {proc.communicate()[1][-3000:]}")
-        assert time.monotonic() < deadline, f"{path.name} not reached in time"
-        time.sleep(0.05)
-
-
 def test_cleanup_keeps_a_live_builds_staging_removes_a_dead_ones_and_bytes_are_unchanged(tmp_path):
     # reference bytes: each build alone, in a fresh home
     ref_store = _inputs(tmp_path / "ref")
@@ -143,7 +133,7 @@ def test_cleanup_keeps_a_live_builds_staging_removes_a_dead_ones_and_bytes_are_u
     live = subprocess.Popen(_builder_cmd(home, 48, "hold", marker, go), env=_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        _wait_for(marker, live)
+        wait_for_marker(marker, live, marker.name)
         live_staging = {p.name: _tree(p) for p in set_parent.iterdir() if p.name not in dead}
         assert len(live_staging) == 2 and any(n.startswith(".tmp-spool-") for n in live_staging)
         assert all(files for files in live_staging.values())  # shards staged, views spooled

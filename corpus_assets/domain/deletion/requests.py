@@ -205,6 +205,14 @@ class FiledRequest(BaseModel):
     generation: Optional[int]
     updated_at: datetime
 
+    def detail(self) -> dict:
+        """``status_detail`` as the JSON object the sensor wrote ({} for a plain message or none)."""
+        try:
+            value = json.loads(self.status_detail) if self.status_detail.startswith("{") else {}
+        except json.JSONDecodeError:
+            return {}
+        return value if isinstance(value, dict) else {}
+
 
 _COLUMNS = list(FiledRequest.model_fields)
 
