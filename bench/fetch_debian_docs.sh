@@ -13,7 +13,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 data="$here/data"
 debs="$data/debs"
 root="$data/root"
-packages=(python3.11-doc debian-handbook)
+packages=(python3.11-doc debian-handbook apache2-doc postgresql-doc-15)
 mkdir -p "$debs" "$root"
 
 for tool in apt-get apt-cache dpkg-deb; do
