@@ -92,7 +92,7 @@ NEW_SOURCE = "debian_new"
 BASE_STAMP = "20260101T000000"
 NEW_STAMP = "20260102T000000"
 SNAPSHOT_STEPS = ("raw_snapshot", "canonical_records", "curated_records", "minhash_signatures")
-RELEASE_STEPS = ("dedup_clusters", "splits", "tokenizer", "token_views", "mixture_plan", "packed_shards",
+RELEASE_STEPS = ("release_inputs", "dedup_clusters", "splits", "tokenizer", "token_views", "mixture_plan", "packed_shards",
                  "release_manifest")
 
 

@@ -172,7 +172,7 @@ def test_two_snapshots_and_a_release_on_a_dask_cluster_match_the_reference_build
         used = set()
         for (job, partition), run in runs.items():
             run_pid, steps = _step_pids(instance, run)
-            expected = SNAPSHOT_LAYERS if job == "snapshot_job" else RELEASE_LAYERS + ["release_manifest"]
+            expected = SNAPSHOT_LAYERS if job == "snapshot_job" else ["release_inputs"] + RELEASE_LAYERS + ["release_manifest"]
             assert set(steps) == set(expected), (job, steps)
             # no step ran in the orchestrating process; on the standing cluster, every step ran in a worker
             assert run_pid not in steps.values(), (job, run_pid, steps)
