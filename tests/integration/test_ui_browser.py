@@ -95,11 +95,13 @@ def test_asset_graph_and_release_pages_render_layers_and_latest_metadata(corpus_
 
         # 2. the release asset's page: the latest materialization's metadata, values included
         driver.get(f"{base}/assets/release_manifest")
-        text = ui_browser.wait_for_text(driver, "release_manifest's latest materialization metadata",
-                                        [build_id, "four_denominators"])
-        for expected in ("Latest materialization", "Latest check results", "build_id", "materialized_tokens",
-                         "data_card", "release_job"):
-            assert expected in text, f"{expected!r} not on the release_manifest page"
+        # the page renders in parts: wait for all of them (a loaded machine draws the checks last)
+        expected = ("Latest materialization", "Latest check results", "build_id", "materialized_tokens",
+                    "data_card", "release_job")
+        text = ui_browser.wait_for_text(driver, "release_manifest's latest materialization metadata and checks",
+                                        [build_id, "four_denominators", *expected], timeout=60)
+        for needle in expected:
+            assert needle in text, f"{needle!r} not on the release_manifest page"
         driver.save_screenshot(str(tmp_path / "release_manifest.png"))
         lap("release_manifest page")
 
