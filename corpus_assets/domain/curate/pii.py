@@ -378,18 +378,17 @@ _IP_WORDS = frozenset(
 _WORD_RE = re.compile(r"[a-z][a-z0-9]*")
 # words (several languages: the Debian docs ship in 26) that put a section number after them
 _SECTION_WORDS = frozenset(
-    "section sections sect sec chapter chapters chap appendix appendices part step steps paragraph "
-    "para clause figure fig table example item rfc "
-    "abschnitt abschnitte kapitel anhang teil beispiel schritt "
-    "chapitre chapitres annexe partie exemple étape paragraphe "
-    "sección secciones capítulo capítulos apartado apéndice ejemplo paso "
-    "seção secção seções capítulo anexo exemplo passo "
-    "sezione sezioni capitolo appendice esempio passo "
-    "secció seccions capítol apèndix exemple "
+    "section sections sect sec chapter chapters chap appendix appendices paragraph clause "
+    "abschnitt abschnitte kapitel anhang "
+    "chapitre chapitres annexe paragraphe "
+    "sección secciones capítulo capítulos apartado apéndice "
+    "seção secção seções anexo "
+    "sezione sezioni capitolo appendice "
+    "secció seccions capítol apèndix "
     "seksjon kapittel avsnitt sektion kapitlet afsnit hoofdstuk sectie paragraaf bijlage "
-    "rozdział sekcja kapitola oddíl sekce bölüm kısım bölümü "
-    "раздел разделе разделы глава главе пункт приложение "
-    "phần chương mục 第 節 节 章 項 项 절 장".split()
+    "rozdział sekcja kapitola oddíl sekce bölüm bölümü "
+    "раздел разделе разделы глава главе приложение "
+    "phần chương mục 第 節 节 章 절 장".split()
 )
 _UWORD_RE = re.compile(r"[^\W\d_]+")
 # a dotted quad that is a heading / TOC entry: at the start of its line, then '.' and a space
@@ -453,6 +452,7 @@ def _find_ipv4(text: str, config: PiiConfig, chunks: list[tuple[int, int]]) -> I
     limits: a version without such context (``libfoo 2.6.32.1``) is still taken as an address,
     and an address after a version word with no IP word (``updated to 10.1.2.3``) is missed."""
     n = len(text)
+    headings: set[str] = set()  # dotted quads standing as headings in this text, computed once when needed
     for cs, ce in chunks:
         if ce - cs < 7 or text.find(".", cs, ce) == -1:
             continue
@@ -484,7 +484,7 @@ def _find_ipv4(text: str, config: PiiConfig, chunks: list[tuple[int, int]]) -> I
                 )
                 if not ip_context and (words & _VERSION_WORDS or len(parts[0]) == 1):
                     continue
-            if config.ipv4_section_numbers and _section_number(text, s, e, words):
+            if config.ipv4_section_numbers and _section_number(text, s, e, words, headings):
                 continue
             if _ip_exempt(m.group(), config) or _routing_block(text, s, e, m.group()):
                 continue
@@ -496,7 +496,10 @@ def _at_line_start(text: str, s: int) -> bool:
     return _LINE_LEAD.fullmatch(text, ls, s) is not None
 
 
-def _section_number(text: str, s: int, e: int, words: set[str] | None) -> bool:
+_HEADING_QUAD = re.compile(r"(?m)^[ \t\xa0•*·\-–#>]*([0-9]{1,3}(?:\.[0-9]{1,3}){3})\.[ \t\xa0]+[^\s\d]")
+
+
+def _section_number(text: str, s: int, e: int, words: set[str] | None, headings: set[str] | None = None) -> bool:
     """Whether the dotted quad ``text[s:e]`` reads as a section number (``ipv4_section_numbers``):
 
     - it is followed by ``.``, a space (or no-break space) and a letter (``24.2.2.4. Nondeterministic
@@ -530,15 +533,12 @@ def _section_number(text: str, s: int, e: int, words: set[str] | None) -> bool:
         cut = m.end()
     if set(w.lower() for w in _UWORD_RE.findall(window[cut:])[-3:]) & _SECTION_WORDS:
         return True
-    quad = text[s:e]
-    pos = text.find(quad)
-    while pos != -1:
-        end = pos + len(quad)
-        if (pos != s and _HEADING_AFTER.match(text, end) and _at_line_start(text, pos)
-                and not (end < n and text[end].isdigit())):
-            return True
-        pos = text.find(quad, pos + 1)
-    return False
+    if headings is None:
+        return False
+    if not headings:
+        headings.update(m.group(1) for m in _HEADING_QUAD.finditer(text))
+        headings.add("")  # computed
+    return text[s:e] in headings
 
 
 # --------------------------------------------------------------------------------------------
@@ -578,7 +578,7 @@ def _find_ipv6(text: str, config: PiiConfig) -> Iterable[tuple[int, int]]:
             continue
         if not any(c.isdigit() for c in cand):
             continue
-        if cand.startswith("::") and cand.count(":") == 2 and "." not in cand:
+        if cand.startswith("::") and cand.count(":") == 2 and "." not in cand and cand != "::1":
             continue  # ``::2`` alone: a Python slice (``a[::2]``) far more often than an address
         try:
             ipaddress.IPv6Address(cand)
@@ -1072,7 +1072,7 @@ _PEM_HEADER_LINE = re.compile(r"[ \t]*[A-Za-z][A-Za-z0-9\-]*: [^\n]*\n")
 _B64_LINE = re.compile(r"[ \t]*([A-Za-z0-9+/=]{16,})[ \t]*\r?\n?")
 # key names whose value is a secret; the value is what gets redacted, never the name
 _SECRET_KEY = re.compile(
-    r"(?i)(?<![a-z0-9])(?:[a-z0-9]+[_.\-])*"
+    r"(?i)(?<![a-z0-9])"
     r"(?:password|passwd|passphrase|pwd|secret|secret[_\-]?key|api[_\-]?key|apikey|api[_\-]?secret|"
     r"access[_\-]?key(?:[_\-]?id)?|secret[_\-]?access[_\-]?key|auth[_\-]?token|access[_\-]?token|"
     r"refresh[_\-]?token|bearer[_\-]?token|client[_\-]?secret|private[_\-]?key|token)"
