@@ -1016,6 +1016,7 @@ _SSN_CONTEXT = (
     "ssn", "ssns", "ss#", "ss #", "ss no", "social security", "social-security", "soc sec", "soc. sec",
     "socsec", "ssa-", "tin/ssn", "ssn/tin",
 )
+_SSN_HINTS = ("ssn", "ss#", "ss #", "ss no", "social", "soc sec", "soc. sec", "socsec", "ssa-")
 _SSN_CONTEXT_RE = re.compile(
     r"(?<![a-z0-9])(?:" + "|".join(re.escape(w) for w in _SSN_CONTEXT) + r")(?![a-z])"
 )
@@ -1030,8 +1031,10 @@ def _find_ssns(text: str, config: PiiConfig) -> Iterable[tuple[int, int]]:
     same shape is a part number, a case number, a phone extension; numbers that were issued but
     are famous samples (078-05-1120) are still taken."""
     low = text.lower()
-    if _SSN_CONTEXT_RE.search(low) is None:
+    if not any(w in low for w in _SSN_HINTS) or _SSN_CONTEXT_RE.search(low) is None:
         return
+    if len(low) != len(text):  # keep the offsets (a few characters lower-case to two)
+        low = text.translate(_ASCII_LOWER)
     for m in _SSN_CAND.finditer(text):
         area, sep, group, serial = m.group(1), m.group(2), m.group(3), m.group(4)
         if area in ("000", "666") or group == "00" or serial == "0000":
@@ -1065,8 +1068,13 @@ _SECRET_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("pypi_token", re.compile(r"(?<![A-Za-z0-9_])pypi-AgE[A-Za-z0-9_\-]{60,}")),
     ("openai_key", re.compile(r"(?<![A-Za-z0-9_\-])sk-(?:proj-)?[A-Za-z0-9_\-]{16,}T3BlbkFJ[A-Za-z0-9_\-]{16,}")),
 )
-_SECRET_PREFILTER = ("AKIA", "ASIA", "ABIA", "ACCA", "A3T", "gh", "github_pat_", "gl", "xox", "hooks.slack.com",
-                     "eyJ", "_live_", "AIza", "npm_", "pypi-", "T3BlbkFJ")
+# a substring that each rule needs: the rule runs only on text that holds one
+_SECRET_NEEDS: dict[str, tuple[str, ...]] = {
+    "aws_access_key": ("AKIA", "ASIA", "ABIA", "ACCA", "A3T"), "github_token": ("gho_", "ghp_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    "gitlab_token": ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "glcbt-", "glimt-", "glptt-", "gloas-", "glagent-"), "slack_token": ("xox",), "slack_webhook": ("hooks.slack.com",), "jwt": ("eyJ",),
+    "stripe_key": ("k_live_",), "google_api_key": ("AIza",), "npm_token": ("npm_",), "pypi_token": ("pypi-AgE",),
+    "openai_key": ("T3BlbkFJ",),
+}  # fmt: skip
 _PEM_BEGIN = re.compile(r"-----BEGIN ((?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)-----")
 _PEM_HEADER_LINE = re.compile(r"[ \t]*[A-Za-z][A-Za-z0-9\-]*: [^\n]*\n")
 _B64_LINE = re.compile(r"[ \t]*([A-Za-z0-9+/=]{16,})[ \t]*\r?\n?")
@@ -1079,6 +1087,9 @@ _SECRET_KEY = re.compile(
     r"[\"']?[ \t]*(?:=|:=|=>|:)[ \t]*"
     r"(?:\"(?P<dq>[^\"\s]{1,200})\"|'(?P<sq>[^'\s]{1,200})'|(?P<bare>[^\s\"',;<>(){}\[\]]{1,200}))"
 )
+# a cheap, case-sensitive pre-scan over the ASCII-lowered text: a key-name tail, then an operator
+_SECRET_KEY_HINT = re.compile(r"(?:passw(?:or)?d|passphrase|pwd|secret|key|token)[\"']?[ \t]*(?:=|:)")
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 _PLACEHOLDER_WORDS = ("xxx", "***", "example", "changeme", "change_me", "your", "password", "secret", "placeholder",
                       "dummy", "redacted", "sample", "token", "<", ">", "${", "$(", "%(", "{{", "...")
 _SECRET_VALUE_CHARS = re.compile(r"[A-Za-z0-9+/=_\-.!@#$%^&*~:]+")
@@ -1164,13 +1175,22 @@ def _find_secrets(text: str, config: PiiConfig) -> Iterable[tuple[int, int, str]
             while e > m.start() and text[e - 1] in " \t\r\n":
                 e -= 1
             yield m.start(), e, "private_key"
-    if any(p in text for p in _SECRET_PREFILTER):
-        for kind, rx in _SECRET_RULES:
+    for kind, rx in _SECRET_RULES:
+        if any(p in text for p in _SECRET_NEEDS[kind]):
             for m in rx.finditer(text):
                 if kind == "jwt" and not _jwt_ok(m.group()):
                     continue
                 yield m.start(), m.end(), kind
-    for m in _SECRET_KEY.finditer(text):
+    low = text.lower()
+    if len(low) != len(text):  # a few characters lower-case to two ('İ'): keep the offsets
+        low = text.translate(_ASCII_LOWER)
+    pos = 0
+    for hit in _SECRET_KEY_HINT.finditer(low):
+        # the key name ends at the hint: search the full rule over a short window around it
+        m = _SECRET_KEY.search(text, max(pos, hit.start() - 24), hit.end() + 210)
+        if m is None or m.start() > hit.start():
+            continue
+        pos = m.end()
         grp = "dq" if m.group("dq") is not None else "sq" if m.group("sq") is not None else "bare"
         value = m.group(grp)
         if grp == "bare":
