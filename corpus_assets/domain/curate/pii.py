@@ -13,6 +13,7 @@ Rules and why: docs/curation.md#pii-corpus_assetsdomaincuratepiipy (limits: each
 
 from __future__ import annotations
 
+import bisect
 import functools
 import ipaddress
 import math
@@ -533,6 +534,8 @@ def _section_number(text: str, s: int, e: int, words: set[str] | None, headings:
         cut = m.end()
     if set(w.lower() for w in _UWORD_RE.findall(window[cut:])[-3:]) & _SECTION_WORDS:
         return True
+    if window[cut:].rstrip(" \t\xa0")[-1:] in ("第", "§"):
+        return True  # CJK "第 14.3.4.1 节" (no spaces between the words), "§ 1.2.3.4"
     if headings is None:
         return False
     if not headings:
@@ -1206,8 +1209,9 @@ def _find_secrets(text: str, config: PiiConfig) -> Iterable[tuple[int, int, str]
 def find_pii(text: str, config: PiiConfig) -> list[PiiSpan]:
     """All detected items, sorted by start, non-overlapping, offsets in ``text``.
 
-    Overlaps are resolved deterministically: the earlier start wins, then the longer span, then
-    the type by a fixed priority (secret, iban, payment_card, email, ipv6, ipv4, ssn, phone)."""
+    Overlaps are resolved deterministically: secrets first (a token is redacted as a secret even
+    where it also reads as an e-mail or a number), then the earlier start wins, then the longer
+    span, then the type by a fixed priority (secret, iban, payment_card, email, ipv6, ipv4, ssn, phone)."""
     if not config.enabled or not text or not config.types:
         return []
     found: list[tuple[str, Iterable[tuple]]] = []
@@ -1233,15 +1237,39 @@ def find_pii(text: str, config: PiiConfig) -> list[PiiSpan]:
                 found.append(("payment_card", _find_cards(text, config, chunks)))
     candidates: list[tuple[int, int, int, str, str]] = []
     for type_, spans_ in found:
-        prio = _TIE_PRIORITY[type_]
-        candidates.extend((sp[0], sp[0] - sp[1], prio, type_, sp[2] if len(sp) > 2 else "") for sp in spans_)
+        prio = 2 * _TIE_PRIORITY[type_]
+        # a token known by its format wins over the same value found as a generic assignment
+        candidates.extend(
+            (sp[0], sp[0] - sp[1], prio + (sp[2] == "assignment"), type_, sp[2]) if len(sp) > 2
+            else (sp[0], sp[0] - sp[1], prio, type_, "")
+            for sp in spans_
+        )
     candidates.sort()
+    # secrets first: a token inside what also reads as an e-mail (https://oauth2:glpat-...@host)
+    # or a number is redacted as the secret; then every other type around them
+    secrets: list[tuple[int, int]] = []
+    last_end = 0
+    for s, neg_len, _, type_, _kind in candidates:
+        if type_ == "secret" and s >= last_end:
+            secrets.append((s, s - neg_len))
+            last_end = s - neg_len
+    chosen = set(secrets)
+    starts = [a for a, _ in secrets]  # sorted, non-overlapping
     spans: list[PiiSpan] = []
     last_end = 0
     for s, neg_len, _, type_, kind in candidates:
-        if s >= last_end:
-            spans.append(PiiSpan(type_, s, s - neg_len, kind))
-            last_end = s - neg_len
+        e = s - neg_len
+        if s < last_end:
+            continue
+        if type_ == "secret":
+            if (s, e) not in chosen:
+                continue
+        elif secrets:
+            k = bisect.bisect_left(starts, e) - 1  # the last secret starting before e
+            if k >= 0 and secrets[k][1] > s:
+                continue
+        spans.append(PiiSpan(type_, s, e, kind))
+        last_end = e
     return spans
 
 
