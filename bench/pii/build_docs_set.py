@@ -10,8 +10,8 @@ what a ``local_dir`` source yields), cut into blocks of whole paragraphs of at m
 characters.
 
 Gold labels on the real text come from a labeller written separately from the detector under
-test (it imports nothing from ``corpus_assets.domain.curate``) and follow the policy, not the
-detector's rules:
+test (from ``corpus_assets.domain.curate`` it imports only the policy's list of exempt IP ranges,
+no rule) and follow the policy, not the detector's rules:
 
 - email: ``local@domain.tld`` with an alphabetic TLD that is not a file extension; Message-IDs
   (``<20030112190404.GE29873@host>``) are negatives;
@@ -19,7 +19,9 @@ detector's rules:
   ``is_reserved``), unless it is a section number or a network block; negatives: section numbers
   (every dotted number that the package's own HTML puts in a heading, a table of contents or a
   cross-reference link), non-routable addresses (loopback, private, link-local, documentation,
-  reserved), network blocks (``/16`` or wider), Python slices (``a[::2]``);
+  reserved, multicast), network blocks (``/16`` or wider), Python slices (``a[::2]``), versions
+  (after version / zlib / gcc / kernel / release / section, glued as ``pkg-1.2.3.4`` /
+  ``==1.2.3.4``, or ``1.0.0.127.in-addr.arpa``);
 - phone: North American 3-3-4 numbers with separators (area and exchange 2-9) and numbers that
   libphonenumber validates in international format (``+``/``00``); ``REVIEWED`` lists the few
   other phone-shaped strings of the docs, decided by hand;
@@ -59,6 +61,7 @@ sys.path.insert(0, str(PROJECT))
 sys.path.insert(0, str(HERE))
 
 from corpus_assets.domain.canonical.extraction import extract_html  # noqa: E402
+from corpus_assets.domain.curate.pii import DEFAULT_IP_EXEMPT_RANGES  # noqa: E402  (the policy's ranges only)
 from build_labelled_set import CARD_BRANDS, IBAN_BBAN, KNOWN_IBANS, TEST_CARDS, group4, iban_check, luhn_complete, make_bban  # noqa: E402
 
 PACKAGES = ("python3.11", "postgresql-doc-15", "apache2-doc", "debian-handbook")
@@ -77,7 +80,7 @@ FILE_EXT = frozenset("png jpg jpeg gif svg ico css js py sh md txt html htm xml 
 EMAIL_NET = re.compile(r"(?<![A-Za-z0-9._%+\-])([A-Za-z0-9._%+\-]+)@((?:[A-Za-z0-9\-]+\.)+([A-Za-z]{2,24}))(?![A-Za-z0-9\-])")
 QUAD_NET = re.compile(r"(?<![0-9.])([0-9]{1,3}(?:\.[0-9]{1,3}){3})(?![0-9]|\.[0-9])")
 V6_NET = re.compile(r"(?<![0-9A-Za-z_:.])([0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?:\.[0-9]{1,3}){0,3})")
-NANP_NET = re.compile(r"(?<![0-9A-Za-z_.+\-])(\(?[2-9][0-9]{2}\)?)([ .\-])([2-9][0-9]{2})\2([0-9]{4})(?![0-9A-Za-z_]|[.\-][0-9])")
+NANP_NET = re.compile(r"(?<![0-9A-Za-z_.+\-])(?<![0-9] )(\(?[2-9][0-9]{2}\)?)([ .\-])([2-9][0-9]{2})\2([0-9]{4})(?![0-9A-Za-z_]|[.\-][0-9])")
 INTL_NET = re.compile(r"(?<![0-9A-Za-z_.+\-])((?:\+|00)[1-9][0-9 ().\-]{6,20}[0-9])(?![0-9])")
 SHAPED_NET = re.compile(r"(?<![0-9A-Za-z_.+\-])(0[0-9]{2}-[0-9]{3}-[0-9]{4})(?![0-9])")
 SSN_NET = re.compile(r"(?<![0-9\-])([0-8][0-9]{2}-[0-9]{2}-[0-9]{4})(?![0-9\-])")
@@ -133,10 +136,19 @@ def blocks(page: dict, limit: int) -> list[str]:
 # the labeller (real text)
 
 
+# the policy (not a rule of the detector): the configured default exempt ranges
+EXEMPT = [ipaddress.ip_network(r) for r in DEFAULT_IP_EXEMPT_RANGES]
+# a dotted quad right after these words, or glued like this, is a version or a section number
+VERSION_BEFORE = re.compile(r"(?i)(?:\bversions?|\bzlib|\bgcc|\bthunderbird|\bfirefox|\bsections?|\bnovas|\bltree"
+                            r"|\bkernel|\brelease)[\s(/\-=\[']*$|==$|[A-Za-z]-$|\w/$")
+
+
 def _global(addr) -> bool:
     if addr.version == 6 and addr.ipv4_mapped is not None:
         addr = addr.ipv4_mapped
-    return addr.is_global and not (addr.version == 6 and addr.is_reserved)
+    if not addr.is_global or addr.is_multicast or addr.is_reserved:
+        return False
+    return not any(addr.version == n.version and addr in n for n in EXEMPT)
 
 
 def _block_after(text: str, e: int, addr) -> bool:
@@ -175,6 +187,9 @@ def label(text: str, sections: set[str]) -> tuple[list[dict], list[dict], Counte
             continue
         if q in sections:
             neg("section_number", s, e)
+            continue
+        if VERSION_BEFORE.search(text[max(0, s - 24) : s]) or text.startswith((".in-addr.arpa", ".tar"), e):
+            neg("version_number", s, e)
             continue
         addr = ipaddress.IPv4Address(q)
         if not _global(addr):
@@ -320,7 +335,7 @@ def gen_phone(rng) -> str:
 def gen_ipv4(rng) -> str:
     while True:
         a = ipaddress.IPv4Address(rng.getrandbits(32))
-        if a.is_global and str(a).split(".")[0] not in ("0",):
+        if _global(a):
             return str(a)
 
 

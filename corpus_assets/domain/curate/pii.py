@@ -374,9 +374,10 @@ _IP_WORDS = frozenset(
     "ip ipv4 ips address addresses addr host hosts hostname server servers dns nameserver gateway "
     "netmask subnet route router ping listen listening bind proxy port client clients peer "
     "connect connection connecting connected from via inet src dst source destination remote "
-    "firewall blocked banned vpn lan wan".split()
+    "firewall blocked banned vpn lan wan virtualhost namevirtualhost require allow deny balancermember".split()
 )
 _WORD_RE = re.compile(r"[a-z][a-z0-9]*")
+_IPV4_AT_ANY = re.compile(r"(?<![0-9.])(?:[0-9]{1,3}\.){3}[0-9]{1,3}(?![0-9.])")
 # words (several languages: the Debian docs ship in 26) that put a section number after them
 _SECTION_WORDS = frozenset(
     "section sections sect sec chapter chapters chap appendix appendices paragraph clause "
@@ -447,9 +448,11 @@ def _find_ipv4(text: str, config: PiiConfig, chunks: list[tuple[int, int]]) -> I
     it is glued to a name by ``-`` (``linux-2.6.32.1``) or followed by ``-``/``+``/``~`` and an
     alphanumeric (``1.2.3.4-1``, ``2.6.32.1+dfsg``) unless that is another address (a range);
     a version word (version, release, upstream, kernel, update, bump, ...) is among the three
-    words before it in the same clause and no IP word (ip, address, host, server, dns, from, ...)
-    is; or the first octet is a single digit (``2.6.32.1``, ``1.2.3.4``) and no IP word is. A
-    ``:port`` or ``/prefix`` right after the quad counts as IP context. Known
+    words before it in the same clause and no IP word (ip, address, host, server, dns, from,
+    VirtualHost, Require, ...) is; or the first octet is a single digit (``2.6.32.1``,
+    ``1.2.3.4``) and no IP word is. A ``:port`` or ``/prefix`` right after the quad, `` - - [``
+    after it (a common-log-format line) and another address within 40 characters before it (a
+    list of addresses) count as IP context. Known
     limits: a version without such context (``libfoo 2.6.32.1``) is still taken as an address,
     and an address after a version word with no IP word (``updated to 10.1.2.3``) is missed."""
     n = len(text)
@@ -480,8 +483,11 @@ def _find_ipv4(text: str, config: PiiConfig, chunks: list[tuple[int, int]]) -> I
                     if not (nxt == "-" and _ipv4_at(text, e + 1)):
                         continue
                 words = set(_clause_words(text, s))
-                ip_context = bool(words & _IP_WORDS) or (
-                    nxt in (":", "/") and e + 1 < n and text[e + 1].isdigit()
+                ip_context = (
+                    bool(words & _IP_WORDS)
+                    or (nxt in (":", "/") and e + 1 < n and text[e + 1].isdigit())
+                    or text.startswith(" - - [", e)  # common log format: the client address
+                    or _IPV4_AT_ANY.search(text, max(0, s - 40), s) is not None  # a list of addresses
                 )
                 if not ip_context and (words & _VERSION_WORDS or len(parts[0]) == 1):
                     continue
@@ -618,7 +624,7 @@ _PHONE_NANP = re.compile(
 # national numbers with a trunk prefix 0 (then 1-9: '00' is the international prefix): groups
 # separated by one separator each
 _PHONE_TRUNK = re.compile(
-    rf"(?<![{_NUM_BAD_PREV}(])(?:\(0[1-9][0-9]{{0,3}}\)|0[1-9][0-9]{{0,3}})(?:[ .\-/][0-9]{{2,8}}){{1,4}}(?![0-9])"
+    rf"(?<![{_NUM_BAD_PREV}(])(?:\(0[1-9][0-9]{{0,3}}\)|0[1-9][0-9]{{0,4}})(?:[ .\-/][0-9]{{2,8}}){{1,4}}(?![0-9])"
 )
 # bare digits after a phone word: a trunk-0 number, a North American 10 (or 1 + 10) digits, or an
 # Indian mobile number written 5-5 (98765 43210)
@@ -689,7 +695,7 @@ def _find_phones(text: str, config: PiiConfig, chunks: list[tuple[int, int]]) ->
     - national numbers with a trunk 0 then 1-9 and at least one separator, one separator kind,
       groups of 2-8 digits (UK ``020 7946 0958`` / ``07700 900123``, DE ``030 12345678`` /
       ``(0171) 1234567`` / ``030/1234567``, FR ``01 23 45 67 89``, IN ``011 2345 6789`` /
-      ``098765 43210``, NL ``06-12345678``), ``phone_min_digits`` to 13 digits; written in pairs
+      ``098765 43210`` (a trunk group of up to 6 digits), NL ``06-12345678``), ``phone_min_digits`` to 13 digits; written in pairs
       only as the French 5 pairs (a hex dump ``02 23 44 30 13 40`` is not a number);
     - a bare run of digits (trunk 0 and 10-13 digits, North American 10 / 1+10 digits, Indian
       mobile 5-5) only within 24 characters after a phone word (tel, phone, fax, mobile, call, ...).
@@ -1084,14 +1090,14 @@ _B64_LINE = re.compile(r"[ \t]*([A-Za-z0-9+/=]{16,})[ \t]*\r?\n?")
 # key names whose value is a secret; the value is what gets redacted, never the name
 _SECRET_KEY = re.compile(
     r"(?i)(?<![a-z0-9])"
-    r"(?:password|passwd|passphrase|pwd|secret|secret[_\-]?key|api[_\-]?key|apikey|api[_\-]?secret|"
+    r"(?:password|passwd|passphrase|pwd|pw|secret|secret[_\-]?key|api[_\-]?key|apikey|api[_\-]?secret|"
     r"access[_\-]?key(?:[_\-]?id)?|secret[_\-]?access[_\-]?key|auth[_\-]?token|access[_\-]?token|"
     r"refresh[_\-]?token|bearer[_\-]?token|client[_\-]?secret|private[_\-]?key|token)"
     r"[\"']?[ \t]*(?:=|:=|=>|:)[ \t]*"
     r"(?:\"(?P<dq>[^\"\s]{1,200})\"|'(?P<sq>[^'\s]{1,200})'|(?P<bare>[^\s\"',;<>(){}\[\]]{1,200}))"
 )
 # a cheap, case-sensitive pre-scan over the ASCII-lowered text: a key-name tail, then an operator
-_SECRET_KEY_HINT = re.compile(r"(?:passw(?:or)?d|passphrase|pwd|secret|key|token)[\"']?[ \t]*(?:=|:)")
+_SECRET_KEY_HINT = re.compile(r"(?:passw(?:or)?d|passphrase|pwd|pw|secret|key|token)[\"']?[ \t]*(?:=|:)")
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 _PLACEHOLDER_WORDS = ("xxx", "***", "example", "changeme", "change_me", "your", "password", "secret", "placeholder",
                       "dummy", "redacted", "sample", "token", "<", ">", "${", "$(", "%(", "{{", "...")
@@ -1122,7 +1128,7 @@ def _assignment_value_ok(value: str, config: PiiConfig) -> bool:
     if len(value) < config.secret_assignment_min_length or _SECRET_VALUE_CHARS.fullmatch(value) is None:
         return False
     low = value.lower()
-    if any(w in low for w in _PLACEHOLDER_WORDS) or value[0] in "$%/.&*":
+    if any(w in low for w in _PLACEHOLDER_WORDS) or value[0] in "$/.&*" or value.startswith(("%(", "%{", "%s", "%d")):
         return False
     classes = (any(c.islower() for c in value) + any(c.isupper() for c in value) + any(c.isdigit() for c in value)
                + any(not c.isalnum() for c in value))
