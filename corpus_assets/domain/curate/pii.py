@@ -395,6 +395,7 @@ _SECTION_WORDS = frozenset(
 _UWORD_RE = re.compile(r"[^\W\d_]+")
 # a dotted quad that is a heading / TOC entry: at the start of its line, then '.' and a space
 _HEADING_AFTER = re.compile(r"\.[ \t\xa0]+[^\W\d_]")
+_XREF_AFTER = re.compile(r"[ \xa0]+[–—][ \xa0]+[„“\"«‘'「]")
 _HEADING_AFTER_ANY = re.compile(r"\.[ \t\xa0]+[^\s\d]")
 _LINE_LEAD = re.compile(r"[ \t\xa0•*·\-–#>]*")
 
@@ -409,6 +410,15 @@ def _octets_ok(parts: list[str]) -> bool:
 
 
 _CLAUSE_END = re.compile(r"[.;,:!?](?:\s|$)|[()\[\]*|\n]")
+
+
+def _clause_start(text: str, start: int, width: int = 40) -> int:
+    """Where the clause holding ``start`` begins, at most ``width`` characters back."""
+    lo = max(0, start - width)
+    cut = lo
+    for m in _CLAUSE_END.finditer(text, lo, start):
+        cut = m.end()
+    return cut
 
 
 def _clause_words(text: str, start: int, width: int = 40, count: int = 3) -> list[str]:
@@ -473,6 +483,8 @@ def _find_ipv4(text: str, config: PiiConfig, chunks: list[tuple[int, int]]) -> I
                 continue
             if nxt == "." and e + 1 < n and text[e + 1].isdigit():
                 continue
+            if text.startswith(".in-addr.arpa", e):
+                continue  # a reverse-DNS name (1.0.0.127.in-addr.arpa), not an address
             words: set[str] | None = None
             if config.ipv4_version_heuristics:
                 if parts[0] == "0" and any(p != "0" for p in parts):
@@ -487,7 +499,7 @@ def _find_ipv4(text: str, config: PiiConfig, chunks: list[tuple[int, int]]) -> I
                     bool(words & _IP_WORDS)
                     or (nxt in (":", "/") and e + 1 < n and text[e + 1].isdigit())
                     or text.startswith(" - - [", e)  # common log format: the client address
-                    or _IPV4_AT_ANY.search(text, max(0, s - 40), s) is not None  # a list of addresses
+                    or _IPV4_AT_ANY.search(text, _clause_start(text, s), s) is not None  # a list of addresses
                 )
                 if not ip_context and (words & _VERSION_WORDS or len(parts[0]) == 1):
                     continue
@@ -513,7 +525,8 @@ def _section_number(text: str, s: int, e: int, words: set[str] | None, headings:
       Collations``, ``12.3.2.3.\\xa0Creare``) and no IP word stands before it in its clause
       (``connection from 81.2.69.160. Then`` stays an address);
     - it follows a word joined by a no-break space, as DocBook writes cross-references
-      (``Seksjon\\xa011.1.7.3``), with no IP word in the clause;
+      (``Seksjon\\xa011.1.7.3``), or is followed by a dash and an opening quote (``11.1.7.3 –
+      „Integrating``), with no IP word in the clause;
     - a section word (section, chapter, appendix, step, Abschnitt, chapitre, sección, раздел, ...)
       is among the three words before it in its clause, with no IP word;
     - the same number stands as a heading elsewhere in the text (at the start of a line, then
@@ -533,6 +546,8 @@ def _section_number(text: str, s: int, e: int, words: set[str] | None, headings:
         return True  # "14.5.4.3. .te files"
     if s >= 2 and text[s - 1] == "\xa0" and text[s - 2].isalpha():
         return True
+    if _XREF_AFTER.match(text, e):
+        return True  # "(11.1.7.3 – „Integrating ...“)": a cross-reference with its title
     lo = max(0, s - 40)
     window = text[lo:s]
     cut = 0
