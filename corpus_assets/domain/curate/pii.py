@@ -485,10 +485,17 @@ def _find_ipv4(text: str, config: PiiConfig, chunks: list[tuple[int, int]]) -> I
     words before it in the same clause and no IP word (ip, address, host, server, dns, from,
     VirtualHost, Require, ...) is; or the first octet is a single digit (``2.6.32.1``,
     ``1.2.3.4``) and no IP word is. A ``:port`` or ``/prefix`` right after the quad, `` - - [``
-    after it (a common-log-format line) and another address within 40 characters before it (a
-    list of addresses) count as IP context. Known
-    limits: a version without such context (``libfoo 2.6.32.1``) is still taken as an address,
-    and an address after a version word with no IP word (``updated to 10.1.2.3``) is missed."""
+    after it (a common-log-format line) and another address earlier in the same clause (a list of
+    addresses) count as IP context.
+
+    Then (pii-2) a quad is refused when it reads as a section number (``ipv4_section_numbers``,
+    see ``_section_number``), when it lies in one of ``ip_exempt_ranges`` (loopback, private,
+    documentation, link-local, ... by default: ``bind(('127.0.0.1', 80))`` is no PII), when it
+    names a network of /16 or wider (``128.1.0.0/16``), and before ``.in-addr.arpa``.
+
+    Known limits: a version without such context (``libfoo 2.6.32.1``) is still taken as an
+    address; an address after a version word with no IP word (``updated to 10.1.2.3``) and a
+    public address with a single-digit first octet and no IP context (``(8.8.8.8)``) are missed."""
     n = len(text)
     headings: set[str] = set()  # dotted quads standing as headings in this text, computed once when needed
     for cs, ce in chunks:
