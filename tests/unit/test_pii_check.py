@@ -15,7 +15,7 @@ from corpus_assets.domain.curate.curated_layer import build_curated, check_no_pi
 from corpus_assets.domain.curate.decontam.eval_registry import EvalRegistry
 from corpus_assets.domain.layers.registry import CANONICAL_RECORDS
 from corpus_assets.domain.storage.layer_store import LayerStore
-from tests.unit.test_deletion import make_record
+from test_deletion import make_record  # noqa: E402  (tests/unit is on sys.path, as for test_purge.py)
 
 SNAP = "docs.20260101T000000"
 TEXTS = {
