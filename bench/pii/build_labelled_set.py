@@ -513,6 +513,13 @@ def insert_into(line: dict, rng: random.Random, phrase: str, mark_start: int, ma
     return True
 
 
+def _routable(value: str) -> bool:
+    addr = ipaddress.ip_address(value)
+    if addr.version == 6 and addr.ipv4_mapped is not None:
+        addr = addr.ipv4_mapped
+    return addr.is_global and not addr.is_multicast and not addr.is_reserved
+
+
 def add_insertions(record: dict, rng: random.Random, emails: list[str], versions: list[str], stats: Counter) -> None:
     body = [ln for ln in record["lines"] if ln["kind"] == "body" and ln["text"].strip()]
     if not body:
@@ -525,6 +532,12 @@ def add_insertions(record: dict, rng: random.Random, emails: list[str], versions
             template = rng.choice(POS_TEMPLATES[type_])
             phrase = template.format(value)
             s = template.index("{}")
+            if type_ in ("ipv4", "ipv6") and not _routable(value):
+                # loopback / private / documentation / link-local: not PII under the default
+                # policy (issue 17), so a hard negative now
+                insert_into(rng.choice(body), rng, phrase, s, s + len(value), ["non_routable_ip"], "negs")
+                stats["negative:non_routable_ip"] += 1
+                continue
             insert_into(rng.choice(body), rng, phrase, s, s + len(value), [type_], "spans")
             stats[f"inserted:{type_}"] += 1
     if rng.random() < 0.5:

@@ -10,7 +10,7 @@ from corpus_assets.domain.demo.inputs import write_demo_inputs
 from corpus_assets.domain.core.keys import snapshot_key
 from corpus_assets.domain.storage.layer_store import LayerStore
 
-PII_VALUES = ["maria.lopez@example.org", "+44 20 7946 0958", "192.168.20.14", "4111 1111 1111 1111"]
+PII_VALUES = ["maria.lopez@example.org", "+44 20 7946 0958", "81.2.69.160", "4111 1111 1111 1111"]
 
 
 def _run(defs, instance, source_id):

@@ -22,7 +22,10 @@ from corpus_assets.domain.curate.decontam import ContaminationIndex, Decontamina
 from corpus_assets.domain.curate.decontam.eval_registry import EvalRegistry
 from corpus_assets.domain.core.hashing import canonical_digest, dedup_key, sha256_text
 from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
-from corpus_assets.domain.curate.pii import PII_DETECTOR_VERSION, find_pii, pii_policy_version, redact_fields
+from corpus_assets.domain.curate.pii import (
+    PII_DETECTOR_VERSION, find_pii, pii_policy_version, quarantine_hits, redact_fields,
+)
+from corpus_assets.domain.curate.pii_crosscheck import second_opinion
 from corpus_assets.domain.curate.quality import judge_record, quality_policy_version
 from corpus_assets.domain.canonical.records import (
     PAYLOAD_ADAPTER,
@@ -202,7 +205,8 @@ def _curate_one(row: dict, config: CurationConfig, index, policy: str, buf: dict
         new_fields, found = redact_fields(fields, config.pii)
         for path, span in found:
             pii_counts[span.type] = pii_counts.get(span.type, 0) + 1
-        quarantine_types = sorted(set(pii_counts) & set(config.pii.quarantine_types))
+        # quarantine_types, and secret kinds such as private keys (quarantine_secret_kinds)
+        quarantine_types = quarantine_hits(found, config.pii)
         if quarantine_types:
             stage, outcome, action, reason = "pii", "quarantined", "quarantine", "pii.quarantined_type"
             detail = "contains " + ", ".join(quarantine_types)
@@ -266,7 +270,10 @@ def _curate_one(row: dict, config: CurationConfig, index, policy: str, buf: dict
 def check_no_pii_in_public(version: LayerVersion, config: CurationConfig) -> list[str]:
     """Re-detect PII in every public text of the curated records: redacted types must be gone.
 
-    Returns problems as ``record_id: type`` (never the value)."""
+    Two detectors look: the primary one (``pii.find_pii``, which redacted the records) and an
+    independent second one (``pii_crosscheck.second_opinion``: other code, libphonenumber and
+    detect-secrets, the same policy), so the check can fail when the primary misses something.
+    Returns problems as ``record_id: type`` or ``record_id: type (second detector)`` (never the value)."""
     problems: list[str] = []
     if not config.pii.enabled:
         return problems
@@ -277,4 +284,6 @@ def check_no_pii_in_public(version: LayerVersion, config: CurationConfig) -> lis
             for text in fields.values():
                 for span in find_pii(text, config.pii):
                     problems.append(f"{rid}: {span.type}")
+                for finding in second_opinion(text, config.pii):
+                    problems.append(f"{rid}: {finding.type} (second detector)")
     return problems

@@ -65,7 +65,7 @@ _SHAREGPT = [
     ]},
     # personal data that curation redacts (e-mail, phone) ...
     {"id": "sg-004", "conversations": [
-        {"from": "human", "value": "My build server at 192.168.20.14 keeps failing. Can you reach me at maria.lopez@example.org or on +44 20 7946 0958 to debug it?"},
+        {"from": "human", "value": "My build server at 81.2.69.160 keeps failing. Can you reach me at maria.lopez@example.org or on +44 20 7946 0958 to debug it?"},
         {"from": "gpt", "value": "I cannot contact you directly, but share the failing log and the exact pip command and I will go through the error with you here."},
     ]},
     # the same conversation as demo_chat's chat-0002 (an exact duplicate in another source) ...
