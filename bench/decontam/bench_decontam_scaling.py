@@ -263,13 +263,14 @@ def all_pairs_baseline(index: ContaminationIndex, docs) -> tuple[float, set]:
     """No index: every checked registry text against every document, with sets of n-gram tuples.
 
     G_n(e) is the item's set of n-gram tuples minus the suppressed ones; which n-grams were
-    suppressed is read from the index (an n-gram of a checked item is kept iff its hash is there).
+    suppressed, and which are edges of a suppressed run (not counted by the long n-gram rule), is
+    read from the index (an n-gram of a checked item is kept iff the item is in its posting list).
+    A pair is flagged when containment >= tau, or the item is long and the document holds at least
+    long_item_min_ngrams of its non-edge n-grams: the two rules of ``ContaminationIndex``.
     """
-    import numpy as np
-
     from corpus_assets.domain.curate.decontam import ngram_hashes, token_hashes
 
-    units, kept = [], {}
+    units, kept, strong = [], {}, {}
     for u, it in enumerate(index._units):
         if index._unit_status[u] != UNIT_CHECKED:
             continue
@@ -277,11 +278,23 @@ def all_pairs_baseline(index: ContaminationIndex, docs) -> tuple[float, set]:
         toks = normalize_tokens(it.text)
         hs = ngram_hashes(token_hashes(toks), k)
         ix = index._by_n[k]
-        pos = np.searchsorted(ix.keys, hs)
-        pos[pos == len(ix.keys)] = 0
-        kept[u] = frozenset(tuple(toks[p : p + k]) for p in np.flatnonzero(ix.keys[pos] == hs).tolist())
+        found = ix.keys.searchsorted(hs).tolist()
+        kg, sg = set(), set()
+        for p, (h, i) in enumerate(zip(hs.tolist(), found)):
+            if i >= len(ix.keys) or int(ix.keys[i]) != h:
+                continue
+            a, b = int(ix.offsets[i]), int(ix.offsets[i + 1])
+            post = ix.postings[a:b].tolist()
+            if u not in post:
+                continue
+            t = tuple(toks[p : p + k])
+            kg.add(t)
+            if not bool(ix.edge[a + post.index(u)]):
+                sg.add(t)
+        kept[u], strong[u] = frozenset(kg), frozenset(sg)
         units.append((u, k))
     tau = index.config.tau
+    m_long = index.config.long_item_min_ngrams
     flagged = set()
     ks = sorted({k for _, k in units})
     t0 = time.perf_counter()
@@ -290,7 +303,7 @@ def all_pairs_baseline(index: ContaminationIndex, docs) -> tuple[float, set]:
         grams = {k: {tuple(toks[i : i + k]) for i in range(len(toks) - k + 1)} for k in ks}
         for u, k in units:
             g = kept[u]
-            if len(g & grams[k]) / len(g) >= tau:
+            if len(g & grams[k]) / len(g) >= tau or (index.is_long(u) and len(strong[u] & grams[k]) >= m_long):
                 it = index._units[u]
                 flagged.add((doc_id, it.benchmark, it.item_id, it.field))
     return time.perf_counter() - t0, flagged

@@ -83,7 +83,16 @@ def test_curation_redacts_quarantines_and_decontaminates_through_dagster(corpus_
         assert any(r["reason"] == "decontam.benchmark_match" and r["records_out"] == 0 for r in rows)
         assert any(r["reason"] == "pii.redacted" and r["records_out"] == 1 for r in rows)
         summary = store.require_current("contamination_summary", "_all").read_table("result").to_pylist()
-        assert summary[0]["benchmark"] == "demo_math" and summary[0]["records_flagged"] == 1
+        (flagged,) = [r for r in summary if r["records_flagged"]]
+        assert (flagged["benchmark"], flagged["records_flagged"], flagged["decided_by"]) == ("demo_math", 1, "decontam")
+        # every benchmark of the registry has a row, with what could not be checked
+        by_bench = {r["benchmark"]: r for r in summary}
+        assert set(by_bench) == {"demo_code", "demo_math"}
+        assert by_bench["demo_code"]["records_flagged"] == 0 and by_bench["demo_code"]["source_id"] is None
+        # demo_math's answers "5050" and "50" are too short to check
+        assert (by_bench["demo_math"]["protected_texts"], by_bench["demo_math"]["unchecked_too_short"]) == (6, 2)
+        assert "unchecked: too short" in mat.metadata["contamination"].value
+        assert "Limits" in mat.metadata["contamination"].value
 
 
 def test_curated_records_fail_clearly_without_a_registry(corpus_env):

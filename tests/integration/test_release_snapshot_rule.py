@@ -146,6 +146,12 @@ sources:
         assert manifest["intended_uses"] == ["pretraining"]
         card = (next((corpus_env / "releases" / "latest").glob("*/data_card.md"))).read_text()
         assert "Snapshot rule `latest`: each source as of its latest selected snapshot" in card
+        # the data card says what decontamination could not check (eval/demo_benchmark.jsonl: the
+        # answers "5050" and "50" are too short), with its Limits section
+        findings = manifest["evaluation"]["contamination"]
+        assert findings["coverage"]["demo_math"]["too_short"] == 2 and findings["unchecked_protected_texts"] == 2
+        assert "### What was checked" in card and "### Limits" in card
+        assert "Not checked: 2 of 10 protected texts have fewer than 8 tokens (demo_math 2 of 6)" in card
 
         # rule union: the older copies are kept, and the manifest says so
         kept = _release_ids(store, "kept")

@@ -37,6 +37,33 @@ def curated_code_version() -> str:
     return f"{CURATED_CODE_VERSION}+{policy[:12]}"
 
 
+def _contamination_md(s, cfg, registry: EvalRegistry) -> str:
+    """Per benchmark: protected texts, what could not be checked, flagged records (also those quality
+    rejected first), then the method and its limits (the same text as the release data card's)."""
+    method = (f"Method: n-gram containment from the benchmark side, n={cfg.decontam.n} (short items: "
+              f"n={cfg.decontam.short_n}), tau={cfg.decontam.tau}, long n-gram rule for items of "
+              f">= {cfg.decontam.long_item_tokens} tokens ({cfg.decontam.long_item_min_ngrams} shared n-gram(s)), "
+              f"action={cfg.decontam.action}, registry {registry.digest[:16]} ({len(registry)} protected fields). "
+              "Absence of matches means none were found by this method, not that the data is clean.")
+    rep = s.decontam
+    if rep is None:
+        return "_decontamination disabled: nothing was checked_\n\n" + method
+    cov = rep.coverage()
+    rows = [(b, c["protected"], c["checked"], c["too_short"], c["all_ngrams_suppressed"], c["long_rule"],
+             s.contamination.get(b, 0)) for b, c in cov.items()]
+    table = markdown_table(["benchmark", "protected texts", "checked", "unchecked: too short",
+                            "unchecked: all n-grams suppressed", "long n-gram rule applies", "records flagged"], rows)
+    earlier = ", ".join(f"{st} {n}" for st, n in sorted(rep.records_flagged_rejected_earlier.items())) or "none"
+    per_rule = ", ".join(f"{r} {n}" for r, n in sorted(rep.records_flagged_per_rule.items())) or "none"
+    return "\n\n".join([
+        table,
+        f"Records flagged: {rep.records_flagged} of {rep.records_checked} checked (per rule: {per_rule}); "
+        f"of them rejected by another stage first (reported, nothing applied): {earlier}.",
+        method,
+        "**Limits.** " + " ".join(rep.to_dict()["limits"]),
+    ])
+
+
 class CurateConfig(dg.Config):
     batch_size: int = Field(default=256, ge=1, le=100_000, description="records per processing batch (memory bound)")
 
@@ -94,13 +121,7 @@ def curated_records(
                 retention_rows)),
             "decisions": dg.MetadataValue.md(markdown_table(["stage", "outcome", "reason", "records"], reason_rows)),
             "pii_by_type": dg.MetadataValue.md(counts_table(s.pii_counts, "pii type") if s.pii_counts else "_none detected_"),
-            "contamination": dg.MetadataValue.md(
-                (counts_table(s.contamination, "benchmark") if s.contamination else "_no matches found_")
-                + f"\n\nMethod: n-gram containment from the benchmark side, n={cfg.decontam.n} "
-                f"(short items: n={cfg.decontam.short_n}), tau={cfg.decontam.tau}, action={cfg.decontam.action}, "
-                f"registry {registry.digest[:16]} ({len(registry)} protected fields). Absence of matches means "
-                "none were found by this method, not that the data is clean."
-            ),
+            "contamination": dg.MetadataValue.md(_contamination_md(s, cfg, registry)),
             "eval_registry_digest": registry.digest,
             "policy_version": s.policy_version,
             **version_metadata(v),

@@ -2,10 +2,11 @@
 
 import dagster as dg
 
+from corpus_assets.domain.curate.decontam import ContaminationIndex, coverage_per_benchmark
 from corpus_assets.domain.curate.decontam.eval_registry import EvalItem, EvalRegistry, build_registry
 from corpus_assets.domain.layers.registry import EVAL_REGISTRY, layer
 from corpus_assets.domain.storage.layer_store import UNPARTITIONED, LayerStore
-from corpus_assets.metadata import counts_table, version_metadata
+from corpus_assets.metadata import counts_table, markdown_table, version_metadata
 from resources.curation import CurationResource
 from resources.storage import StorageResource
 
@@ -46,12 +47,21 @@ def eval_registry(storage: StorageResource, curation: CurationResource) -> dg.Ma
     with store.new_version(EVAL_REGISTRY, UNPARTITIONED, REGISTRY_TABLES, spec) as w:
         w.write("items", [it.as_dict() for it in registry.items])
         version = w.commit(extra_manifest={"registry_digest": registry.digest, "benchmarks": registry.benchmarks()})
+    # what the current decontamination policy can check of each benchmark (the curated layer
+    # records the same per version, for the policy it ran with)
+    cov = coverage_per_benchmark(ContaminationIndex.build(registry, cfg).unit_summary()) if cfg.enabled else {}
+    coverage_md = markdown_table(
+        ["benchmark", "protected texts", "checked", f"unchecked: under {cfg.short_n} tokens",
+         "unchecked: all n-grams suppressed", "long n-gram rule applies"],
+        [(b, c["protected"], c["checked"], c["too_short"], c["all_ngrams_suppressed"], c["long_rule"]) for b, c in cov.items()],
+    ) if cov else "_decontamination disabled_"
     return dg.MaterializeResult(
         data_version=dg.DataVersion(registry.digest),
         metadata={
             "registry_digest": registry.digest,
             "items": dg.MetadataValue.int(len(registry)),
             "benchmarks": dg.MetadataValue.md(counts_table(registry.benchmarks(), "benchmark")),
+            "coverage": dg.MetadataValue.md(coverage_md),
             **version_metadata(version),
         },
     )

@@ -29,7 +29,7 @@ from resources.storage import StorageResource
         "allowed_uses cover the release's uses. Exact: dedup key with byte "
         "comparison, every alias kept. Near: LSH (bands x rows in the policy) over cached signatures, "
         "candidates verified by real Jaccard, Algorithm 18.1 in the stable total order (governance "
-        "eligibility, quality, source priority, record id). Leakage groups = connected components."
+        "eligibility, quality, source priority, resolved path before symlinked copy, primary locale, record id). Leakage groups = connected components."
     ),
 )
 def dedup_clusters(
@@ -50,7 +50,8 @@ def dedup_clusters(
     s = build_dedup(store, name, snapshots, policy, releases.dedup().minhash, priority,
                     rule=spec.snapshots.retain, incremental_sources={s.id for s in declared if s.kind == "http_crawl"},
                     allowed_uses={s.id: s.governance.allowed_uses for s in declared}, uses=spec.uses,
-                    log=context.log.info)
+                    log=context.log.info,
+                    primary_locales={s.id: s.primary_locale for s in declared if getattr(s, "primary_locale", None)})
     kept = s.version.manifest["kept"]
     return dg.MaterializeResult(
         data_version=dg.DataVersion(s.version.content_digest),

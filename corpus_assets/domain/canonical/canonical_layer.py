@@ -28,7 +28,7 @@ from corpus_assets.domain.canonical.records import record_to_row
 from corpus_assets.domain.layers.decisions import action_for, decision
 from corpus_assets.domain.layers.registry import CANONICAL_RECORDS, layer
 
-CANONICAL_CODE_VERSION = "canonical-2"  # 2: decisions in the shared decision record
+CANONICAL_CODE_VERSION = "canonical-3"  # 2: decisions in the shared decision record; 3: language-ID floor, symlinked files grouped by their resolved path
 
 CANONICAL_TABLES = layer(CANONICAL_RECORDS).table_specs()
 

@@ -32,7 +32,7 @@ from corpus_assets.domain.canonical.extraction import (
     split_mime,
 )
 from corpus_assets.domain.core.hashing import canonical_digest, dedup_key, sha256_bytes, sha256_text
-from corpus_assets.domain.canonical.langid import LANGID_MODEL_DIGEST, detect_language
+from corpus_assets.domain.canonical.langid import LANGID_MODEL_DIGEST, identify_language
 from corpus_assets.domain.canonical.normalize import normalize_text
 from corpus_assets.domain.ingest.raw_items import CAPTURED, RawItem
 from corpus_assets.domain.core.reasons import OUTCOME_OF, Outcome, Reason
@@ -58,7 +58,7 @@ __all__ = [
     "POLICY_VERSION",
 ]
 
-CODE_VERSION = "canonicalize-1"
+CODE_VERSION = "canonicalize-2"  # 2: a symlinked local file's group is its resolved path
 MAX_DETAIL = 300
 
 BYTE_SOURCE_KINDS = frozenset({"http_crawl", "local_dir", "warc"})
@@ -158,9 +158,11 @@ def _build_record(
     payload,
     policy: CanonicalPolicy,
     text: Optional[str] = None,
-) -> Record:
-    """Assemble an accepted record from parts that were already validated, and fill its digests."""
-    lang, score = detect_language(langid_view(payload), policy.langid_max_chars)
+) -> tuple[Record, str]:
+    """Assemble an accepted record from parts that were already validated, and fill its digests.
+    Returns the record and its decision detail ("" unless the language is below the floor)."""
+    lid = identify_language(langid_view(payload), policy.langid_max_chars, policy.langid_min_score)
+    lang, score = lid.lang, lid.score
     record = Record.model_construct(
         record_id=record_id,
         source_id=source.id,
@@ -187,7 +189,7 @@ def _build_record(
     record.text_sha256 = sha256_text(text)
     record.dedup_key = dedup_key(text, domain)
     record.record_sha256 = record_digest(record)
-    return record
+    return record, lid.detail(policy.langid_min_score)
 
 
 def _is_http(uri: str) -> bool:
@@ -252,7 +254,7 @@ def _canonicalize_document(item: RawItem, index: int, source, snapshot: str, pol
         content_type=mime if mime and mime not in UNTYPED else ("text/html" if kind == "html" else "text/plain"),
     )
     adapter, adapter_version = DOCUMENT_ADAPTERS[kind]
-    record = _build_record(
+    record, detail = _build_record(
         source=source,
         snapshot=snapshot,
         item=item,
@@ -261,12 +263,13 @@ def _canonicalize_document(item: RawItem, index: int, source, snapshot: str, pol
         adapter=adapter,
         adapter_version=adapter_version,
         domain=domain,
-        group_id=f"url:{item.uri}" if url else f"doc:{source.id}:{item.item_id}",
+        # copies of one file reached through symlinks are one document: the file's own path
+        group_id=f"url:{item.uri}" if url else f"doc:{source.id}:{(item.extra or {}).get('resolved_path') or item.item_id}",
         payload=payload,
         policy=policy,
         text=text,
     )
-    return CanonicalOutcome(index, item.item_id, Outcome.ACCEPTED, Reason.OK, "", record, None)
+    return CanonicalOutcome(index, item.item_id, Outcome.ACCEPTED, Reason.OK, detail, record, None)
 
 
 # --- rows -------------------------------------------------------------------------------------
@@ -335,7 +338,7 @@ def _canonicalize_row(item: RawItem, index: int, source, snapshot: str, policy: 
     record_id = f"{source.id}:{adapted.local_id}"
     spec = _adapters.ROW_ADAPTERS[source.adapter]
     text = payload_text_view(payload)
-    record = _build_record(
+    record, detail = _build_record(
         source=source,
         snapshot=snapshot,
         item=item,
@@ -350,7 +353,7 @@ def _canonicalize_row(item: RawItem, index: int, source, snapshot: str, policy: 
         text=text,
     )
     reference = {"record_id": record_id, "reference": adapted.reference} if adapted.has_reference else None
-    return CanonicalOutcome(index, item.item_id, Outcome.ACCEPTED, Reason.OK, "", record, reference)
+    return CanonicalOutcome(index, item.item_id, Outcome.ACCEPTED, Reason.OK, detail, record, reference)
 
 
 # --- entry point ------------------------------------------------------------------------------

@@ -10,6 +10,11 @@ distribution). Nothing here touches the network.
 
 ``LANGID_MODEL_DIGEST`` is the sha256 of the model file, computed at import, so it can go into
 the canonicalization policy version: another model means another policy.
+
+``identify_language`` applies the confidence floor of the canonical policy
+(``langid_min_score``): a top label whose probability is below it is not a language the record
+is known to be in, so the language is ``und`` and the score (and the label the model proposed) are
+kept for the decision detail.
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ import importlib.util
 import re
 import threading
 from pathlib import Path
+from typing import NamedTuple
 
-__all__ = ["LANGID_MODEL_PATH", "LANGID_MODEL_DIGEST", "UNDETERMINED", "detect_language"]
+__all__ = ["LANGID_MODEL_PATH", "LANGID_MODEL_DIGEST", "UNDETERMINED", "LanguageId", "detect_language", "identify_language"]
 
 UNDETERMINED = "und"
 
@@ -77,3 +83,27 @@ def detect_language(text: str, max_chars: int = 4000) -> tuple[str, float]:
     lang = label[len(_LABEL_PREFIX):] if label.startswith(_LABEL_PREFIX) else label
     score = round(min(1.0, max(0.0, float(probs[0]))), 4)
     return lang, score
+
+
+class LanguageId(NamedTuple):
+    """The language a record is stored with, its score, and the model's own top label."""
+
+    lang: str  # the top label, or "und" when its score is below the floor
+    score: float  # the model's probability of its top label (kept below the floor too)
+    label: str  # the model's top label, whatever the floor
+
+    @property
+    def below_floor(self) -> bool:
+        return self.lang == UNDETERMINED and self.label != UNDETERMINED
+
+    def detail(self, floor: float) -> str:
+        """Decision detail of a record below the floor ("" otherwise); never content."""
+        return f"langid {self.label} {self.score:.4f} below floor {floor:g}: und" if self.below_floor else ""
+
+
+def identify_language(text: str, max_chars: int = 4000, min_score: float = 0.0) -> LanguageId:
+    """``detect_language`` with a confidence floor: a score below ``min_score`` gives ``und``."""
+    label, score = detect_language(text, max_chars)
+    if label != UNDETERMINED and score < min_score:
+        return LanguageId(UNDETERMINED, score, label)
+    return LanguageId(label, score, label)

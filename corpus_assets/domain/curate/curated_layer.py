@@ -1,7 +1,10 @@
 """Build the curated layer of one snapshot: quality filters, decontamination, PII redaction.
 
 Per canonical record the stages run in this order, and the first that rejects or quarantines
-decides: quality, then decontamination (reject or mask), then PII (redact or quarantine). Tables:
+decides: quality, then decontamination (reject or mask), then PII (redact or quarantine).
+Decontamination *detection* runs for every record, also one quality rejected first, so the
+``contamination`` table and the report count every match (``decided_by`` tells which stage's
+decision stands); its decision is applied only to records still accepted. Tables:
 ``records`` (digests recomputed when modified), ``decisions`` (one row per canonical record),
 ``pii_audit`` and ``contamination`` (never the values), ``quarantine`` (owner-only).
 
@@ -18,7 +21,12 @@ from typing import Callable, Optional
 
 
 from corpus_assets.domain.curate.config import CurationConfig
-from corpus_assets.domain.curate.decontam import ContaminationIndex, Decontaminator, decontam_policy_version
+from corpus_assets.domain.curate.decontam import (
+    ContaminationIndex,
+    ContaminationReport,
+    Decontaminator,
+    decontam_policy_version,
+)
 from corpus_assets.domain.curate.decontam.eval_registry import EvalRegistry
 from corpus_assets.domain.core.hashing import canonical_digest, dedup_key, sha256_text
 from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
@@ -107,8 +115,10 @@ class CurationSummary:
     # (source, lang, stage, reason) -> [records in, records out, chars in, chars out]
     retention: dict[tuple[str, str, str, str], list[int]] = field(default_factory=dict)
     pii_counts: dict[str, int] = field(default_factory=dict)
-    contamination: dict[str, int] = field(default_factory=dict)  # benchmark -> flagged records
+    contamination: dict[str, int] = field(default_factory=dict)  # benchmark -> flagged records (every stage)
     modified: int = 0
+    # what was checked and found, with the protected texts that could not be checked (None: disabled)
+    decontam: Optional[ContaminationReport] = None
 
 
 def build_curated(
@@ -137,6 +147,8 @@ def build_curated(
         "canonical_version": canonical_version.content_digest,
     }
     summary = CurationSummary(version=None, policy_version=policy, records_in=0)  # type: ignore[arg-type]
+    if index is not None:
+        summary.decontam = Decontaminator(index).report
     started = last_log = time.monotonic()
     with store.new_version(CURATED_RECORDS, snapshot, CURATED_TABLES, build_spec) as w:
         buf: dict[str, list] = {name: [] for name in CURATED_TABLES}
@@ -164,6 +176,9 @@ def build_curated(
                 "outcomes": dict(sorted(summary.outcomes.items())),
                 "policy_version": policy,
                 "eval_registry_digest": registry.digest,
+                # registry-level facts only (a purge rewrites the tables, not these): per benchmark,
+                # the protected texts checked and those that could not be (release data card, SQL)
+                **({"decontam": decontam_manifest(summary.decontam)} if summary.decontam is not None else {}),
             }
         )
     if log:
@@ -182,15 +197,22 @@ def _curate_one(row: dict, config: CurationConfig, index, policy: str, buf: dict
     if not verdict.passed:
         stage, outcome, action, reason, detail = "quality", "rejected", "reject", verdict.reason, verdict.detail
 
-    if outcome == "accepted" and index is not None:
+    if index is not None:
+        # detection for every record (the report counts matches in quality-rejected records too);
+        # the decision is applied only if no earlier stage rejected the record
+        decided_by = "decontam" if outcome == "accepted" else stage
         fields: dict[str, str] = {}
-        _text_fields(record.payload.model_dump(mode="json"), "", fields)
+        _text_fields(current.payload.model_dump(mode="json"), "", fields)
         # the decision is the Decontaminator's (a view over the index: free to construct)
         decision = Decontaminator(index).decide(fields)
-        buf["contamination"].extend(decision.contamination_rows(record.record_id, record.source_id))
-        for m in decision.matches:
-            s.contamination[m.benchmark] = s.contamination.get(m.benchmark, 0) + 1
-        if decision.action == "remove":
+        buf["contamination"].extend(decision.contamination_rows(record.record_id, record.source_id, decided_by))
+        for b in sorted({m.benchmark for m in decision.matches}):
+            s.contamination[b] = s.contamination.get(b, 0) + 1
+        if s.decontam is not None:
+            s.decontam.add(decision, fields, source=record.source_id, record_id=record.record_id, decided_by=decided_by)
+        if decided_by != "decontam":
+            pass  # reported only: the earlier stage's rejection stands
+        elif decision.action == "remove":
             stage, outcome, action, reason, detail = "decontam", "rejected", "reject", decision.reason, decision.detail
         elif decision.action == "mask":
             payload = current.payload.model_dump(mode="json")
@@ -265,6 +287,21 @@ def _curate_one(row: dict, config: CurationConfig, index, policy: str, buf: dict
     r[1] += 1 if outcome == "accepted" else 0
     r[2] += chars_in
     r[3] += chars_out
+
+
+def decontam_manifest(report: ContaminationReport) -> dict:
+    """The curated manifest's ``decontam`` entry: the policy, the per-benchmark coverage (protected
+    texts checked, too short, all n-grams suppressed, under the long n-gram rule) and the limits."""
+    d = report.to_dict()
+    return {
+        "policy_version": d["policy_version"],
+        "method": {k: d["method"][k] for k in (
+            "n", "short_n", "short_item_tokens", "tau", "long_item_tokens", "long_item_min_ngrams",
+            "max_ngram_item_frequency", "template_share", "template_min_items", "action", "fields")},
+        "coverage": d["coverage"],
+        "template_ngrams": d["method"]["template_ngrams"],
+        "limits": d["limits"],
+    }
 
 
 def check_no_pii_in_public(version: LayerVersion, config: CurationConfig) -> list[str]:

@@ -6,7 +6,8 @@ A release:
    out gets a decision with its reason;
 2. exact dedup over dedup keys, collisions ruled out by comparing normalized bytes, every alias
    kept (``aliases`` table), representative by the stable total order
-   (governance eligibility, quality, source priority, record id);
+   (governance eligibility, quality, source priority, resolved path before a symlinked copy,
+   the source's primary locale before other locales, record id: ``representative_order_key``);
 3. near dedup among the exact representatives: LSH band by band, candidates verified by real
    Jaccard over shingle sets, Algorithm 18.1 in the same total order;
 4. leakage groups = connected components of verified near edges, exact aliases joining their
@@ -16,6 +17,7 @@ A release:
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Mapping, Optional
@@ -40,7 +42,7 @@ from corpus_assets.domain.dedup.release_view import STAGE_OF, SUPERSEDED, Exclud
 from corpus_assets.domain.layers.decisions import DECISIONS_TABLE, decisions_from_columns
 from corpus_assets.domain.layers.registry import CLUSTERS_SCHEMA, CURATED_RECORDS, DEDUP_CLUSTERS, MINHASH_SIGNATURES, layer
 
-DEDUP_CODE_VERSION = "dedup-3"  # 2: the decisions table; 3: the release view (snapshot rule, uses)
+DEDUP_CODE_VERSION = "dedup-4"  # 2: the decisions table; 3: the release view (snapshot rule, uses); 4: path preferences in the order
 
 
 class ReleaseDedupPolicy(BaseModel):
@@ -68,7 +70,7 @@ class DedupSummary:
     largest: list[tuple[str, int]] = field(default_factory=list)
 
 
-_CURATED_COLUMNS = ("source_id", "text", "governance_json", "schema_type", "domain", "lang", "char_count")
+_CURATED_COLUMNS = ("source_id", "text", "governance_json", "schema_type", "domain", "lang", "char_count", "group_id")
 
 
 def _load_release_records(store: LayerStore, snapshots: list[str], view: ReleaseView):
@@ -111,6 +113,46 @@ def _eligible(governance_json: str) -> bool:
     return bool(gov.get("license")) and bool(gov.get("rights_evidence"))
 
 
+def via_symlink(record_id: str, group_id: Optional[str]) -> bool:
+    """A local file captured through a symlink: canonicalization gives it the group of the file's
+    own (resolved) path, ``doc:<source>:<resolved path>``, not ``doc:<record id>``."""
+    return bool(group_id) and group_id.startswith("doc:") and group_id != "doc:" + record_id
+
+
+_PATH_PARTS_RE = re.compile(r"[/.]")
+
+
+def in_locale(record_id: str, source_id: str, locale: Optional[str]) -> bool:
+    """Whether the record's path (its id after ``<source>:``) names ``locale``: a folder or a dotted
+    part equal to it, or one of its regional forms either way (``en`` matches ``en-US/``,
+    ``en_GB``, ``index.html.en``; ``en-US`` matches ``en/``). No locale declared: every path is in it."""
+    if not locale:
+        return True
+    want = locale.lower().replace("_", "-")
+    for part in _PATH_PARTS_RE.split(record_id[len(source_id) + 1:].lower()):
+        part = part.replace("_", "-")
+        if part and (part == want or part.startswith(want + "-") or want.startswith(part + "-")):
+            return True
+    return False
+
+
+def representative_order_key(
+    row: Mapping, source_priority: Mapping[str, int], primary_locales: Mapping[str, str] = {}
+) -> tuple:
+    """The stable total order of Algorithm 18.1 (smaller first): governance eligibility, quality
+    (not scored yet: 0), source priority, a resolved path before a copy reached through a symlink,
+    the source's primary locale before other paths, record id (unique: the order is total)."""
+    rid, src = row["record_id"], row["source_id"]
+    return (
+        0 if _eligible(row["governance_json"]) else 1,
+        0,
+        source_priority.get(src, 1_000_000),
+        1 if via_symlink(rid, row.get("group_id")) else 0,
+        0 if in_locale(rid, src, primary_locales.get(src)) else 1,
+        rid,
+    )
+
+
 def build_dedup(
     store: LayerStore,
     release: str,
@@ -124,9 +166,13 @@ def build_dedup(
     allowed_uses: Optional[Mapping[str, Iterable[str]]] = None,
     uses: Iterable[str] = (),
     log: Optional[Callable[[str], None]] = None,
+    primary_locales: Optional[Mapping[str, str]] = None,
 ) -> DedupSummary:
     """Cluster the copies the release sees (``release_view``: each source as of its latest selected
-    snapshot under rule ``latest``; ``union`` keeps every record id's newest accepted copy)."""
+    snapshot under rule ``latest``; ``union`` keeps every record id's newest accepted copy).
+    ``primary_locales``: source -> locale its representatives should be in (local_dir's
+    ``primary_locale``)."""
+    primary_locales = dict(sorted((primary_locales or {}).items()))
     started = time.monotonic()
     view = release_view(store, snapshots, rule=rule, incremental_sources=incremental_sources,
                         allowed_uses=allowed_uses, uses=uses)
@@ -138,11 +184,9 @@ def build_dedup(
     n = len(rows)
     ids = [r["record_id"] for r in rows]
     sources = [r["source_id"] for r in rows]
-    # stable total order: eligible first, quality (not scored yet: 0), source priority, record id
-    order_keys = [
-        (0 if _eligible(r["governance_json"]) else 1, 0, source_priority.get(r["source_id"], 1_000_000), r["record_id"])
-        for r in rows
-    ]
+    # stable total order: eligible first, quality (not scored yet: 0), source priority, resolved
+    # path, primary locale, record id
+    order_keys = [representative_order_key(r, source_priority, primary_locales) for r in rows]
     normal = [dedup_normal_form(r["text"], r["domain"]) for r in rows]
     if policy.exact:
         groups = exact_groups([r["dedup_key"] for r in rows], lambda i: normal[i].encode("utf-8"), order_keys)
@@ -221,6 +265,9 @@ def build_dedup(
         "uses": list(view.uses),
         "lsh": result.policy,
         "minhash_policy": minhash_policy_version(minhash),
+        # what decides representatives besides the records themselves
+        "representative_order": {"source_priority": dict(sorted(source_priority.items())),
+                                 "primary_locales": primary_locales},
     }
     with store.new_version(DEDUP_CLUSTERS, release, DEDUP_TABLES, build_spec) as w:
         w.write(

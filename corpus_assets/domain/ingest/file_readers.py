@@ -129,7 +129,12 @@ def _guarded(ctx: _Ctx, rel: str, what: str, items: Iterator[RawItem], errors: t
 
 
 def _read_local(ctx: _Ctx, rel: str, path: Path, fh) -> Iterator[RawItem]:
-    """One item per file, whole bytes (size limits belong to canonicalization, not capture)."""
+    """One item per file, whole bytes (size limits belong to canonicalization, not capture).
+
+    ``path`` is the resolved file. When the matched path reaches it through a symlink (of the file
+    or of a folder on the way), ``extra["resolved_path"]`` is the file's own path under the root:
+    ``da/caching.html`` -> ``en/caching.html`` in apache2-doc. Canonicalization gives both copies
+    that file's group, and dedup prefers the resolved copy as representative."""
     try:
         data = fh.read()
         mtime = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).isoformat()
@@ -137,7 +142,11 @@ def _read_local(ctx: _Ctx, rel: str, path: Path, fh) -> Iterator[RawItem]:
         yield ctx.failure(rel, rel, Reason.UNREADABLE_INPUT, f"cannot read file: {exc.strerror or exc}")
         return
     ctype = CONTENT_TYPES.get(Path(rel).suffix.lower(), "application/octet-stream")
-    yield ctx.item(rel, rel, data, content_type=ctype, extra={"mtime": mtime})
+    extra = {"mtime": mtime}
+    resolved_rel = path.relative_to(ctx.root.resolve()).as_posix()
+    if resolved_rel != rel:
+        extra["resolved_path"] = resolved_rel
+    yield ctx.item(rel, rel, data, content_type=ctype, extra=extra)
 
 
 # --- jsonl -----------------------------------------------------------------------------------

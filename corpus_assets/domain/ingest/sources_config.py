@@ -98,6 +98,11 @@ class LocalDirSource(_SourceBase):
     root: Path
     include: list[str] = Field(default_factory=lambda: ["**/*.html", "**/*.htm", "**/*.txt", "**/*.md"])
     domain: DocumentDomain = "prose"
+    primary_locale: Optional[str] = Field(
+        default=None, pattern=r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*$",
+        description="locale of the source's original pages (en, en-US): among duplicates of one source, a copy "
+                    "whose path has this locale (a folder en/ or en-US/, a .en suffix) is preferred as representative",
+    )
 
     @field_validator("include")
     @classmethod
@@ -163,6 +168,9 @@ class CanonicalPolicy(BaseModel):
     max_document_bytes: int = Field(default=20_000_000, ge=1)
     max_html_depth: int = Field(default=2_000, ge=10)
     langid_max_chars: int = Field(default=4_000, ge=100)
+    # below this fastText probability the record's language is "und" (the score is kept, and the
+    # label the model proposed is in the decision detail); 0 turns the floor off
+    langid_min_score: float = Field(default=0.3, ge=0.0, le=1.0)
 
 
 class SourcesFile(BaseModel):

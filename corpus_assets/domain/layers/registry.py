@@ -166,7 +166,9 @@ CONTAMINATION_SCHEMA = pa.schema(
         ("containment", pa.float64()),
         ("matched_ngrams", pa.int64()),
         ("item_ngrams", pa.int64()),
-        ("action", pa.string()),
+        ("rule", pa.string()),  # containment | long_ngram (domain/curate/decontam/config.py)
+        ("action", pa.string()),  # remove | mask, or none when another stage rejected the record first
+        ("decided_by", pa.string()),  # the stage whose decision stands: decontam, or e.g. quality
     ]
 )
 CURATED_QUARANTINE_SCHEMA = pa.schema(

@@ -200,7 +200,13 @@ def _manifest(release: str, spec: Mapping[str, Any], sec: dict, package_version:
         "evaluation": {"registry_digest": sec["evaluation"]["registry_digest"],
                        "detector_policy": sec["evaluation"]["detector"],
                        "contamination": {"benchmarks": sec["evaluation"]["benchmarks"],
-                                         "removed": sum(c["count"] for c in sec["stage_counts"] if c["stage"] == "decontam" and c["outcome"] == "rejected")}},
+                                         "removed": sum(c["count"] for c in sec["stage_counts"] if c["stage"] == "decontam" and c["outcome"] == "rejected"),
+                                         # per benchmark: protected texts checked and not checked, flagged records
+                                         "coverage": sec["evaluation"]["coverage"],
+                                         "flagged_records": sec["evaluation"]["flagged_records"],
+                                         "unchecked_protected_texts": sum(
+                                             c.get("too_short", 0) + c.get("all_ngrams_suppressed", 0)
+                                             for c in sec["evaluation"]["coverage"].values())}},
         "tokenizer": sec["tokenizer"],
         "shards": shards,
         "split_stats": split_stats,

@@ -56,6 +56,41 @@ def _decision_counts(version: LayerVersion) -> Counter:
                                                                         ("stage", "outcome", "reason", "count_all")))})
 
 
+def _decontam_findings(curated: Mapping[str, LayerVersion]) -> dict:
+    """What decontamination could and could not check, and what it found, over the release's
+    curated versions (snapshot -> version): per benchmark the protected texts and the unchecked
+    ones (from the manifests; the largest count, should the snapshots' policies differ) and the
+    flagged records, acted on by decontamination or rejected by another stage first (from the
+    ``contamination`` tables, which a purge rewrites)."""
+    coverage: dict[str, dict[str, int]] = {}
+    policies: set[str] = set()
+    for s in sorted(curated):
+        d = curated[s].manifest.get("decontam") or {}
+        if d.get("policy_version"):
+            policies.add(d["policy_version"])
+        for b, c in d.get("coverage", {}).items():
+            cur = coverage.setdefault(b, {})
+            for k, v in c.items():
+                cur[k] = max(cur.get(k, 0), int(v))
+    flagged: dict[str, dict[str, set]] = {}
+    for v in curated.values():
+        t = v.read_table("contamination")
+        if t.num_rows == 0:
+            continue
+        names = set(t.schema.names)
+        bench = t.column("benchmark").to_pylist()
+        rid = t.column("record_id").to_pylist()
+        by = t.column("decided_by").to_pylist() if "decided_by" in names else ["decontam"] * t.num_rows
+        for b, r, d in zip(bench, rid, by):
+            key = "acted_on" if (d or "decontam") == "decontam" else "rejected_earlier"
+            flagged.setdefault(b, {"acted_on": set(), "rejected_earlier": set()})[key].add(r)
+    return {
+        "coverage": dict(sorted(coverage.items())),
+        "decontam_policies": sorted(policies),
+        "flagged_records": {b: {k: len(ids) for k, ids in sorted(f.items())} for b, f in sorted(flagged.items())},
+    }
+
+
 def gather_release_inputs(
     store: LayerStore,
     release: str,
@@ -166,7 +201,8 @@ def gather_release_inputs(
     curated_spec = any_snap[CURATED_RECORDS].manifest.get("build_spec", {}) if any_snap else {}
     evaluation = {"registry_digest": registry_version.manifest.get("registry_digest", ""),
                   "benchmarks": registry_version.manifest.get("benchmarks", {}),
-                  "detector": _portable(curated_spec.get("curation", {}).get("decontam", {}))}
+                  "detector": _portable(curated_spec.get("curation", {}).get("decontam", {})),
+                  **_decontam_findings({s: vs[CURATED_RECORDS] for s, vs in snap_layers.items()})}
     tokenizer = {"digest": tok["tokenizer_digest"], "vocab_size": tok["vocab_size"],
                  "origin": tok.get("loaded_from") and f"loaded from {tok['loaded_from']}" or f"trained on {tok.get('trained_on', '')}"}
     shards = []

@@ -21,6 +21,7 @@ from typing import Any, Callable, Literal, Mapping, Optional
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from corpus_assets.domain.core.keys import validate_release_name
+from corpus_assets.domain.curate.decontam.report import limits_text as decontam_limits_text
 
 __all__ = [
     "MANIFEST_FORMAT",
@@ -390,7 +391,25 @@ def render_data_card(manifest: ReleaseManifest, *, known_limits: list[str], repo
         "Detector policy:",
         "",
     ] + _kv(m.evaluation.detector_policy)
-    L += ["", "Findings:", ""] + _kv(m.evaluation.contamination)
+    findings = dict(m.evaluation.contamination)
+    coverage = findings.pop("coverage", None) or {}
+    flagged = findings.pop("flagged_records", None) or {}
+    L += ["", "Findings:", ""] + _kv(findings)
+    L += ["", "### What was checked", ""]
+    if coverage or flagged:
+        L += _table(
+            ["benchmark", "protected texts", "checked", "unchecked: too short", "unchecked: all n-grams suppressed",
+             "long n-gram rule applies", "records flagged (decontaminated)", "records flagged (rejected earlier by another stage)"],
+            [[b, c.get("protected", ""), c.get("checked", ""), c.get("too_short", ""), c.get("all_ngrams_suppressed", ""),
+              c.get("long_rule", ""), flagged.get(b, {}).get("acted_on", 0), flagged.get(b, {}).get("rejected_earlier", 0)]
+             for b, c in sorted({**{b: {} for b in flagged}, **coverage}.items())],
+        )
+    else:
+        L.append("(no per-benchmark coverage recorded by the curated versions)")
+    L += ["", "### Limits", ""]
+    for para in decontam_limits_text(m.evaluation.detector_policy, coverage or None):
+        L += [para, ""]
+    L.pop()
 
     L += ["", "## Tokenizer", "", f"- digest: `{m.tokenizer.digest}`", f"- vocabulary size: {m.tokenizer.vocab_size}",
           f"- origin: {m.tokenizer.origin}"]

@@ -10,10 +10,12 @@ the benchmark both call ``Decontaminator.decide``.
 - ``eval_registry``   the protected items and their digest
 - ``normalize``       the tokenizer shared by both sides (with character offsets)
 - ``ngrams``          token and n-gram hashes
-- ``index``           the n-gram index over the registry, and the matches it finds
+- ``index``           the n-gram index over the registry, and the matches it finds (containment
+                      >= tau, or the long n-gram rule for long items)
 - ``masking``         span replacement for the ``mask`` action
 - ``decontaminator``  the per-record decision
-- ``report``          the contamination report
+- ``report``          the contamination report, the per-benchmark coverage (what could not be
+                      checked) and the limits text the data card prints
 
 The method, its settings and its limits: docs/curation.md, "Decontamination".
 """
@@ -22,6 +24,8 @@ from corpus_assets.domain.curate.decontam.config import (
     DECONTAM_CODE_VERSION,
     REASON_BENCHMARK_MATCH,
     REASON_MASKED,
+    RULE_CONTAINMENT,
+    RULE_LONG_NGRAM,
     DecontamConfig,
     decontam_policy_version,
 )
@@ -34,6 +38,7 @@ from corpus_assets.domain.curate.decontam.decontaminator import (
 from corpus_assets.domain.curate.decontam.index import (
     UNIT_ALL_SUPPRESSED,
     UNIT_CHECKED,
+    UNIT_LONG_RULE,
     UNIT_TOO_SHORT,
     ContaminationIndex,
     Match,
@@ -47,7 +52,7 @@ from corpus_assets.domain.curate.decontam.normalize import (
     normalize_tokens,
     tokenize_with_offsets,
 )
-from corpus_assets.domain.curate.decontam.report import ContaminationReport
+from corpus_assets.domain.curate.decontam.report import ContaminationReport, coverage_per_benchmark, limits_text
 
 __all__ = [
     "DECONTAM_CODE_VERSION",
@@ -55,9 +60,12 @@ __all__ = [
     "NORMALIZATION_DESCRIPTION",
     "REASON_BENCHMARK_MATCH",
     "REASON_MASKED",
+    "RULE_CONTAINMENT",
+    "RULE_LONG_NGRAM",
     "TEXT_FIELD",
     "UNIT_ALL_SUPPRESSED",
     "UNIT_CHECKED",
+    "UNIT_LONG_RULE",
     "UNIT_TOO_SHORT",
     "ContaminationIndex",
     "ContaminationReport",
@@ -68,6 +76,8 @@ __all__ = [
     "Match",
     "TokenizedText",
     "compute_extra_word_ranges",
+    "coverage_per_benchmark",
+    "limits_text",
     "decontam_policy_version",
     "mask_spans",
     "merge_spans",

@@ -8,7 +8,7 @@ Why these defaults: docs/curation.md, "Decontamination".
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -19,15 +19,21 @@ __all__ = [
     "DECONTAM_CODE_VERSION",
     "REASON_BENCHMARK_MATCH",
     "REASON_MASKED",
+    "RULE_CONTAINMENT",
+    "RULE_LONG_NGRAM",
     "DecontamConfig",
     "decontam_policy_version",
 ]
 
-DECONTAM_CODE_VERSION = "decontam-1"
+DECONTAM_CODE_VERSION = "decontam-2"  # 2: dual rule for long items, per-benchmark template n-grams
 
 # Reason codes of the curated layer's decision rows (part of its data contract).
 REASON_BENCHMARK_MATCH = "decontam.benchmark_match"  # action "remove": the record is rejected
 REASON_MASKED = "decontam.masked"  # action "mask": the matched spans are replaced, the record is kept
+
+# Which rule flagged a match (the ``rule`` column of the curated layer's ``contamination`` table).
+RULE_CONTAINMENT = "containment"  # containment >= tau
+RULE_LONG_NGRAM = "long_ngram"  # a long item (>= long_item_tokens) shares >= long_item_min_ngrams n-grams
 
 
 class DecontamConfig(BaseModel):
@@ -44,6 +50,15 @@ class DecontamConfig(BaseModel):
     short_n: int = 8
     tau: float = 0.5
     max_ngram_item_frequency: int = 10
+    # dual rule: a protected text of at least long_item_tokens tokens is also flagged when the
+    # record holds at least long_item_min_ngrams of its (non-suppressed) n-grams, whatever the
+    # containment; None turns the second rule off (containment >= tau only)
+    long_item_tokens: Optional[int] = 100
+    long_item_min_ngrams: int = 1
+    # per-benchmark template n-grams: an n-gram in more than template_share of one benchmark's
+    # items (and in at least template_min_items of them) is that benchmark's boilerplate, not evidence
+    template_share: float = 0.1
+    template_min_items: int = 3
     action: Literal["remove", "mask"] = "remove"
 
     @model_validator(mode="after")
@@ -58,6 +73,17 @@ class DecontamConfig(BaseModel):
             raise ValueError(f"tau must be in (0, 1], got {self.tau}")
         if self.max_ngram_item_frequency < 1:
             raise ValueError("max_ngram_item_frequency must be >= 1")
+        if self.long_item_tokens is not None and self.long_item_tokens < max(self.n, self.short_item_tokens):
+            raise ValueError(
+                f"long_item_tokens ({self.long_item_tokens}) must be at least n ({self.n}) and "
+                f"short_item_tokens ({self.short_item_tokens}): long items are checked with n-grams of length n"
+            )
+        if self.long_item_min_ngrams < 1:
+            raise ValueError("long_item_min_ngrams must be >= 1")
+        if not (0.0 < self.template_share <= 1.0):
+            raise ValueError(f"template_share must be in (0, 1], got {self.template_share}")
+        if self.template_min_items < 2:
+            raise ValueError("template_min_items must be >= 2 (an n-gram of one item is never a template)")
         if not self.fields or any(not f for f in self.fields) or len(set(self.fields)) != len(self.fields):
             raise ValueError("fields must be a non-empty list of distinct field names")
         return self

@@ -1,7 +1,8 @@
 """The per-record decontamination decision: the one path the curated layer and the benchmark run.
 
 ``Decontaminator.decide`` takes a record's text fields (path -> text, in the order to check
-them) and asks the index, field by field, for the protected texts whose containment reaches tau.
+them) and asks the index, field by field, for the flagged protected texts (containment >= tau,
+or the long n-gram rule for long texts).
 With action ``remove`` the first field with a match decides: the record is rejected with
 ``decontam.benchmark_match`` and the matched item ids in the detail, and the remaining fields are
 not checked. With action ``mask`` every field is checked and each matched field keeps its text
@@ -33,7 +34,7 @@ _DETAIL_ITEMS = 5  # matched item ids named in a rejection's detail; the rest ar
 
 @dataclass(frozen=True)
 class FieldMatches:
-    """The flagged matches (containment >= tau) found in one text field of a record."""
+    """The flagged matches (containment >= tau, or the long n-gram rule) found in one text field."""
 
     field: str  # the field's path in the record, e.g. "text", "messages[1].content"
     matches: tuple[Match, ...]  # sorted by containment (descending), then benchmark, item id, field
@@ -48,7 +49,7 @@ class DecontamDecision:
     detail: str = ""  # remove: "matched <benchmark>/<item id>, ... (+N more)"
     fields: tuple[FieldMatches, ...] = ()  # the fields with a flagged match, in the order checked
     masked: Mapping[str, str] = field(default_factory=dict)  # mask: field -> text with the spans replaced
-    best_below_tau: float = 0.0  # highest containment among candidates that did not reach tau
+    best_below_tau: float = 0.0  # highest containment among candidates that were not flagged
 
     @property
     def flagged(self) -> bool:
@@ -67,8 +68,13 @@ class DecontamDecision:
     def matched_item_ids(self) -> tuple[str, ...]:
         return tuple(sorted({m.item_key for m in self.matches}))
 
-    def contamination_rows(self, record_id: str, source_id: str) -> list[dict]:
-        """Rows of the curated layer's ``contamination`` table: one per flagged match."""
+    def contamination_rows(self, record_id: str, source_id: str, decided_by: str = "decontam") -> list[dict]:
+        """Rows of the curated layer's ``contamination`` table: one per flagged match.
+
+        ``decided_by`` is the stage whose decision stands for the record: ``decontam`` when this
+        decision was applied, or the stage that rejected the record first (``quality``); then the
+        action is ``none`` (the match is reported, nothing was done because of it)."""
+        action = self.action if decided_by == "decontam" else "none"
         return [
             {
                 "record_id": record_id,
@@ -79,7 +85,9 @@ class DecontamDecision:
                 "containment": float(m.containment),
                 "matched_ngrams": int(m.matched_ngrams),
                 "item_ngrams": int(m.item_ngrams),
-                "action": self.action,
+                "rule": m.rule,
+                "action": action,
+                "decided_by": decided_by,
             }
             for m in self.matches
         ]
@@ -133,15 +141,14 @@ class Decontaminator:
         """The decision for one record whose text fields are ``texts`` (checked in that order)."""
         if self.index is None:
             return DecontamDecision("keep")
-        tau = self.config.tau
         mask = self.config.action == "mask"
         flagged: list[FieldMatches] = []
         masked: dict[str, str] = {}
         below = 0.0
         for name, text in texts.items():
             cands = self.index.candidates(text)
-            hits = tuple(m for m in cands if m.containment >= tau)
-            below = max(below, max((m.containment for m in cands if m.containment < tau), default=0.0))
+            hits = tuple(m for m in cands if m.flagged)
+            below = max(below, max((m.containment for m in cands if not m.flagged), default=0.0))
             if not hits:
                 continue
             flagged.append(FieldMatches(name, hits))
