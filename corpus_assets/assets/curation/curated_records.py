@@ -49,7 +49,9 @@ class CurateConfig(dg.Config):
     owners=["team:corpus"],
     code_version=curated_code_version(),
     description=(
-        "Curated records of one snapshot: type- and domain-aware quality filters (Gopher quality and "
+        "Curated records of one snapshot: per-source template removal (lines that recur across the "
+        "source's pages: breadcrumbs, language bars, navigation headers), type- and domain-aware quality "
+        "filters (Gopher quality and "
         "repetition, C4, FineWeb), n-gram-containment decontamination against eval_registry, and PII "
         "redaction with typed placeholders. One decision per canonical record with stage, reason code "
         "and policy version; the PII audit keeps spans, never values; quarantined records are owner-only."
@@ -84,6 +86,11 @@ def curated_records(
         for (src, lang, stage, reason), r in sorted(s.retention.items())
     ]
     reason_rows = [(st, o, rsn, c) for (st, o, rsn), c in sorted(s.by_reason.items(), key=lambda kv: (-kv[1], kv[0]))]
+    template_rows = [
+        (src, t.pages, t.threshold or "-", t.groups, t.template_keys, t.template_patterns, t.records, t.lines_removed,
+         f"{t.removed_share:.2%}", t.all_template)
+        for src, t in sorted(s.templates.items())
+    ]
     return dg.MaterializeResult(
         data_version=dg.DataVersion(v.content_digest),
         metadata={
@@ -93,6 +100,13 @@ def curated_records(
                 ["source", "lang", "stage: reason", "records in", "records out", "chars in", "chars out", "char retention"],
                 retention_rows)),
             "decisions": dg.MetadataValue.md(markdown_table(["stage", "outcome", "reason", "records"], reason_rows)),
+            "templates": dg.MetadataValue.md(
+                (markdown_table(["source", "pages", "frequent from (pages)", "groups with templates", "template keys",
+                                 "row patterns", "records stripped", "lines removed", "chars removed",
+                                 "all-template records (kept as is)"], template_rows)
+                 if template_rows else "_no document records read_")
+                if cfg.templates.enabled else "_template removal is off (curation.yaml templates.enabled)_"
+            ),
             "pii_by_type": dg.MetadataValue.md(counts_table(s.pii_counts, "pii type") if s.pii_counts else "_none detected_"),
             "contamination": dg.MetadataValue.md(
                 (counts_table(s.contamination, "benchmark") if s.contamination else "_no matches found_")

@@ -1,7 +1,9 @@
-"""Build the curated layer of one snapshot: quality filters, decontamination, PII redaction.
+"""Build the curated layer of one snapshot: template removal, quality filters, decontamination, PII redaction.
 
-Per canonical record the stages run in this order, and the first that rejects or quarantines
-decides: quality, then decontamination (reject or mask), then PII (redact or quarantine). Tables:
+Before the records are curated, two streaming passes over the snapshot's canonical records find
+each source's template (``templates.TemplateCounter``). Per canonical record the stages then run
+in this order, and the first that rejects or quarantines decides: template removal (modify),
+quality, then decontamination (reject or mask), then PII (redact or quarantine). Tables:
 ``records`` (digests recomputed when modified), ``decisions`` (one row per canonical record),
 ``pii_audit`` and ``contamination`` (never the values), ``quarantine`` (owner-only).
 
@@ -24,6 +26,13 @@ from corpus_assets.domain.core.hashing import canonical_digest, dedup_key, sha25
 from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
 from corpus_assets.domain.curate.pii import PII_DETECTOR_VERSION, find_pii, pii_policy_version, redact_fields
 from corpus_assets.domain.curate.quality import judge_record, quality_policy_version
+from corpus_assets.domain.curate.templates import (
+    SourceTemplates,
+    TemplateConfig,
+    TemplateCounter,
+    TemplateIndex,
+    templates_policy_version,
+)
 from corpus_assets.domain.canonical.records import (
     PAYLOAD_ADAPTER,
     Record,
@@ -37,7 +46,7 @@ from corpus_assets.domain.layers.registry import CURATED_RECORDS, layer
 
 CURATED_CODE_VERSION = "curate-2"  # the layer's tables; 2: decisions in the shared decision record
 # what decides content (enters the policy version): changes only when a decision would change
-CURATION_LOGIC_VERSION = "curate-1"
+CURATION_LOGIC_VERSION = "curate-2"  # 2: template removal before the quality filters
 
 # Payload keys that are structure, not text: never redacted or masked.
 _STRUCTURAL_KEYS = frozenset({"kind", "role", "id", "tool_call_id", "name", "content_type", "verdict", "url"})
@@ -50,6 +59,7 @@ CURATED_TABLES = layer(CURATED_RECORDS).table_specs()
 def curation_policy_version(config: CurationConfig, registry_digest: str) -> str:
     spec = {
         "code_version": CURATION_LOGIC_VERSION,
+        "templates": templates_policy_version(config.templates),
         "quality": quality_policy_version(config.quality),
         "decontam": decontam_policy_version(config.decontam, registry_digest),
         "pii": pii_policy_version(config.pii),
@@ -106,6 +116,31 @@ class CurationSummary:
     pii_counts: dict[str, int] = field(default_factory=dict)
     contamination: dict[str, int] = field(default_factory=dict)  # benchmark -> flagged records
     modified: int = 0
+    templates: dict[str, SourceTemplates] = field(default_factory=dict)  # source -> what template removal found
+
+
+_TEMPLATE_COLUMNS = ["source_id", "schema_type", "domain", "lang", "payload_json"]
+
+
+def _template_pages(version: LayerVersion, config: TemplateConfig, batch_size: int):
+    """``(source_id, text, title, lang)`` of the document records template removal reads."""
+    for batch in version.iter_batches("records", batch_size=batch_size, columns=_TEMPLATE_COLUMNS):
+        cols = batch.to_pydict()
+        for sid, stype, domain, lang, payload_json in zip(*(cols[c] for c in _TEMPLATE_COLUMNS)):
+            if stype == "document" and domain in config.domains:
+                payload = json.loads(payload_json)
+                yield sid, payload.get("text") or "", payload.get("title"), lang
+
+
+def find_templates(version: LayerVersion, config: TemplateConfig, batch_size: int = 256) -> TemplateIndex:
+    """The two counting passes of template removal over a canonical version (one streaming read
+    each; memory bounded by the counters, not by the snapshot)."""
+    counter = TemplateCounter(config)
+    for sid, text, _title, lang in _template_pages(version, config, batch_size):
+        counter.add(sid, text, lang)
+    for sid, text, title, lang in _template_pages(version, config, batch_size):
+        counter.isolation(sid, text, title, lang)
+    return counter.index()
 
 
 def build_curated(
@@ -135,6 +170,12 @@ def build_curated(
     }
     summary = CurationSummary(version=None, policy_version=policy, records_in=0)  # type: ignore[arg-type]
     started = last_log = time.monotonic()
+    templates = find_templates(canonical_version, config.templates, batch_size) if config.templates.enabled else None
+    if templates is not None:
+        summary.templates = templates.stats
+        if log:
+            found = {sid: st.template_keys for sid, st in templates.stats.items() if st.template_keys}
+            log(f"curate {snapshot}: templates found in {time.monotonic() - started:.1f}s, template keys per source {found}")
     with store.new_version(CURATED_RECORDS, snapshot, CURATED_TABLES, build_spec) as w:
         buf: dict[str, list] = {name: [] for name in CURATED_TABLES}
 
@@ -146,7 +187,7 @@ def build_curated(
 
         for batch in canonical_version.iter_batches("records", batch_size=batch_size):
             for row in batch.to_pylist():
-                _curate_one(row, config, index, policy, buf, summary)
+                _curate_one(row, config, index, policy, buf, summary, templates)
                 summary.records_in += 1
             flush()
             now = time.monotonic()
@@ -161,6 +202,7 @@ def build_curated(
                 "outcomes": dict(sorted(summary.outcomes.items())),
                 "policy_version": policy,
                 "eval_registry_digest": registry.digest,
+                "templates": {sid: st.as_dict() for sid, st in sorted(summary.templates.items())},
             }
         )
     if log:
@@ -168,33 +210,46 @@ def build_curated(
     return summary
 
 
-def _curate_one(row: dict, config: CurationConfig, index, policy: str, buf: dict, s: CurationSummary) -> None:
+def _curate_one(row: dict, config: CurationConfig, index, policy: str, buf: dict, s: CurationSummary,
+                templates: Optional[TemplateIndex] = None) -> None:
     record = row_to_record(row)
     chars_in = int(row["char_count"])
     stage, outcome, action, reason, detail = "curate", "accepted", "accept", "ok", ""
     pii_counts: dict[str, int] = {}
     current = record
 
-    verdict = judge_record(record, config.quality)
+    if templates is not None and templates.applies(record.schema_type, record.domain):
+        p = record.payload
+        stripped = templates.strip(record.source_id, p.text, p.title, record.lang)
+        detail = stripped.detail()  # also when the record was all template (left as it is)
+        if stripped.lines_removed:
+            current = _with_payload(record, {**p.model_dump(mode="json"), "text": stripped.text})
+            stage, action, reason = "templates", "modify", "templates.removed"
+
+    verdict = judge_record(current, config.quality)
     if not verdict.passed:
-        stage, outcome, action, reason, detail = "quality", "rejected", "reject", verdict.reason, verdict.detail
+        # the template share stays in the detail: it says what the filters judged
+        stage, outcome, action, reason = "quality", "rejected", "reject", verdict.reason
+        detail = "; ".join(d for d in (verdict.detail, detail) if d)
 
     if outcome == "accepted" and index is not None:
         fields: dict[str, str] = {}
-        _text_fields(record.payload.model_dump(mode="json"), "", fields)
+        _text_fields(current.payload.model_dump(mode="json"), "", fields)
         # the decision is the Decontaminator's (a view over the index: free to construct)
         decision = Decontaminator(index).decide(fields)
         buf["contamination"].extend(decision.contamination_rows(record.record_id, record.source_id))
         for m in decision.matches:
             s.contamination[m.benchmark] = s.contamination.get(m.benchmark, 0) + 1
         if decision.action == "remove":
-            stage, outcome, action, reason, detail = "decontam", "rejected", "reject", decision.reason, decision.detail
+            stage, outcome, action, reason = "decontam", "rejected", "reject", decision.reason
+            detail = "; ".join(d for d in (decision.detail, detail) if d)
         elif decision.action == "mask":
             payload = current.payload.model_dump(mode="json")
             for path, text in decision.masked.items():
                 _set_path(payload, path, text)
             current = _with_payload(current, payload)
-            stage, action, reason = "decontam", "modify", decision.reason
+            reason = f"{reason}+{decision.reason}" if action == "modify" else decision.reason
+            stage, action = "decontam", "modify"
 
     if outcome == "accepted" and config.pii.enabled:
         fields = {}
@@ -205,7 +260,7 @@ def _curate_one(row: dict, config: CurationConfig, index, policy: str, buf: dict
         quarantine_types = sorted(set(pii_counts) & set(config.pii.quarantine_types))
         if quarantine_types:
             stage, outcome, action, reason = "pii", "quarantined", "quarantine", "pii.quarantined_type"
-            detail = "contains " + ", ".join(quarantine_types)
+            detail = "; ".join(d for d in ("contains " + ", ".join(quarantine_types), detail) if d)
             buf["quarantine"].append(
                 {
                     "record_id": record.record_id,
@@ -233,10 +288,10 @@ def _curate_one(row: dict, config: CurationConfig, index, policy: str, buf: dict
             current = _with_payload(current, payload)
             redacted = "redacted " + ", ".join(f"{t} {n}" for t, n in sorted(pii_counts.items()))
             if action == "accept":
-                stage, action, reason, detail = "pii", "modify", "pii.redacted", redacted
+                stage, action, reason = "pii", "modify", "pii.redacted"
             else:
                 reason = reason + "+pii.redacted"
-                detail = "; ".join(d for d in (detail, redacted) if d)
+            detail = "; ".join(d for d in (detail, redacted) if d)
         for t, c in pii_counts.items():
             s.pii_counts[t] = s.pii_counts.get(t, 0) + c
 
