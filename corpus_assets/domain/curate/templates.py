@@ -76,8 +76,8 @@ __all__ = [
 TEMPLATES_CODE_VERSION = "templates-1"
 
 _CELL_SEP_RE = re.compile(r"\t+|\s[|>»·•](?=\s)|:\s")
-_CELL_CHARS = frozenset("\t|>»·•:")
-_CODE_CHARS = frozenset("()[]{}=;")
+_CELL_CHAR_RE = re.compile(r"[\t|>»·•:]")  # a line without these has no cells
+_CODE_RE = re.compile(r"[()\[\]{}=;]")
 _LETTER_RE = re.compile(r"[^\W\d_]")
 _ROW_CELLS = 3  # a line of at least this many cells is a row: its cells are counted
 _MASK = 0  # a run of other cells in a row pattern
@@ -112,52 +112,56 @@ def _hash(s: str) -> int:
     return xxhash.xxh3_64_intdigest(s.encode("utf-8"))
 
 
-@dataclass(frozen=True)
+def _cells(folded: str) -> tuple[int, ...]:
+    """Cell keys of a case-folded line that splits into two cells or more, else ``()``."""
+    if _CELL_CHAR_RE.search(folded) is None:  # (cheaper than the split that finds nothing)
+        return ()
+    parts = [c for c in (" ".join(p.split()) for p in _CELL_SEP_RE.split(folded)) if c]
+    return tuple(map(_hash, parts)) if len(parts) >= 2 else ()
+
+
+@dataclass(slots=True)
 class _Line:
     index: int  # position in text.split("\n")
-    key: int
+    key: int  # never a frequent key for a line that looks like code (pass 1 does not count those)
     norm: str
     cells: tuple[int, ...]  # cell keys when the line splits into two cells or more, else empty
-    has_letter: bool
-    code: bool  # looks like code: its own key is never counted
-
-    @property
-    def row(self) -> bool:
-        return len(self.cells) >= _ROW_CELLS
+    row: bool  # three cells or more
 
 
-def _blocks(text: str) -> tuple[list[str], list[list[_Line]]]:
-    """The text's lines, and its blocks (runs of non-blank lines) of parsed lines."""
-    raw = text.split("\n")
+def _blocks(text: str) -> list[list[_Line]]:
+    """The text's blocks (runs of non-blank lines) of parsed lines. Casefolding never adds or
+    removes a newline, so the folded lines match the raw ones."""
     blocks: list[list[_Line]] = []
     cur: list[_Line] = []
-    for i, line in enumerate(raw):
-        n = _norm(line)
+    for i, folded in enumerate(text.casefold().split("\n")):
+        n = " ".join(folded.split())
         if not n:
             if cur:
                 blocks.append(cur)
                 cur = []
             continue
-        cells: tuple[int, ...] = ()
-        if not _CELL_CHARS.isdisjoint(line):
-            parts = [c for c in map(_norm, _CELL_SEP_RE.split(line)) if c]
-            if len(parts) >= 2:
-                cells = tuple(map(_hash, parts))
-        code = not _CODE_CHARS.isdisjoint(line)
-        cur.append(_Line(i, _hash(n), n, cells, _LETTER_RE.search(n) is not None, code))
+        cells = _cells(folded)
+        cur.append(_Line(i, _hash(n), n, cells, len(cells) >= _ROW_CELLS))
     if cur:
         blocks.append(cur)
-    return raw, blocks
+    return blocks
 
 
-def _page_keys(blocks: list[list[_Line]]) -> np.ndarray:
+def _page_keys(text: str) -> np.ndarray:
+    """Pass 1's keys of a page: its lines (those that look like code left out) and the cells of
+    its rows."""
     keys: set[int] = set()
-    for block in blocks:
-        for line in block:
-            if not line.code:
-                keys.add(line.key)
-            if line.row:
-                keys.update(line.cells)
+    code = _CODE_RE.search
+    for folded in text.casefold().split("\n"):
+        n = " ".join(folded.split())
+        if not n:
+            continue
+        if code(folded) is None:
+            keys.add(_hash(n))
+        cells = _cells(folded)
+        if len(cells) >= _ROW_CELLS:
+            keys.update(cells)
     return _array(keys)
 
 
@@ -185,7 +189,7 @@ def _pattern(cells: tuple[int, ...], keys: frozenset[int]) -> Optional[int]:
 def _by_key_or_cells(line: _Line, keys: frozenset[int]) -> bool:
     """A template line by its key, or by its cells: all of them in ``keys``, or all but one in a
     row of four cells or more."""
-    if not line.code and line.key in keys:
+    if line.key in keys:
         return True
     if not line.cells:
         return False
@@ -294,7 +298,7 @@ class TemplateCounter:
     def add(self, source_id: str, text: str, lang: Optional[str] = None) -> None:
         if self._found is not None:
             raise RuntimeError("TemplateCounter.add after the isolation pass started")
-        keys = _page_keys(_blocks(text)[1])
+        keys = _page_keys(text)
         for g in _groups(source_id, lang):
             counter = self._counters.get(g)
             if counter is None:
@@ -325,7 +329,7 @@ class TemplateCounter:
         groups = [found[g] for g in _groups(source_id, lang) if g in found]
         if not groups:
             return
-        blocks = _blocks(text)[1]
+        blocks = _blocks(text)
         title_n = _norm(title) if title else None
         for f in groups:
             freq = f.frequent
@@ -336,7 +340,7 @@ class TemplateCounter:
                 # cell may be a template by its pattern or its neighbour, which is not known yet: it
                 # does not break a template block
                 anchored = False
-                template_block = any(line.has_letter for line in block)
+                template_block = True
                 for line in block:
                     if line.row:
                         p = _pattern(line.cells, freq)
@@ -346,9 +350,9 @@ class TemplateCounter:
                         anchored = True
                     elif not (line.row and any(k in freq for k in line.cells)) and line.norm != title_n:
                         template_block = False
-                if template_block and anchored:
+                if template_block and anchored and any(_LETTER_RE.search(line.norm) for line in block):
                     for line in block:
-                        if not line.code and line.key in freq:
+                        if line.key in freq:
                             credited.add(line.key)
                         if line.row:
                             credited.update(k for k in line.cells if k in freq)
@@ -444,7 +448,7 @@ class TemplateIndex:
         groups = [self.groups[g] for g in _groups(source_id, lang) if g in self.groups]
         if not groups:
             return Stripped(text, 0, 0, len(text))
-        raw, blocks = _blocks(text)
+        blocks = _blocks(text)
         title_n = _norm(title) if title else None
         drop: set[int] = set()
         for block in blocks:
@@ -466,7 +470,7 @@ class TemplateIndex:
             return Stripped(text, 0, 0, len(text), all_template=True)
         out: list[str] = []
         gap = False  # a line was removed since the last kept non-blank line
-        for i, line in enumerate(raw):
+        for i, line in enumerate(text.split("\n")):
             if i in drop:
                 gap = True
                 continue
