@@ -14,15 +14,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from corpus_assets.domain.canonical.records import (
-    SCHEMA_VERSIONS,
-    DocumentPayload,
-    Record,
-    raw_parent_id,
-    record_digest,
-    record_to_row,
-)
-from corpus_assets.domain.core.hashing import dedup_key, sha256_text
 from corpus_assets.domain.curate.config import CurationConfig
 from corpus_assets.domain.curate.curated_layer import build_curated, curation_policy_version
 from corpus_assets.domain.curate.decontam.eval_registry import EvalRegistry
@@ -32,10 +23,8 @@ from corpus_assets.domain.curate.templates import (
     _LossyCounter,
     build_template_index,
 )
-from corpus_assets.domain.canonical.canonical_layer import CANONICAL_TABLES
-from corpus_assets.domain.ingest.sources_config import Governance
-from corpus_assets.domain.layers.registry import CANONICAL_RECORDS
 from corpus_assets.domain.storage.layer_store import LayerStore
+from doc_records import canonical_version
 
 PAGES = json.loads((Path(__file__).resolve().parents[1] / "data" / "templates" / "pages.json").read_text())
 APACHE, POSTGRES, HANDBOOK = PAGES["apache2-doc"], PAGES["postgresql-doc-15"], PAGES["debian-handbook"]
@@ -207,36 +196,11 @@ def test_config_is_strict_and_enters_the_policy_version():
 
 # --- in the curated layer ---------------------------------------------------------------------
 
-GOV = Governance(license="PostgreSQL", rights_evidence="https://www.postgresql.org/about/licence/")
-
-
-def _record(source: str, page: dict, snapshot: str) -> Record:
-    local = page["path"]
-    rec = Record(
-        record_id=f"{source}:{local}", source_id=source, snapshot=snapshot, item_id=local,
-        schema_type="document", schema_version=SCHEMA_VERSIONS["document"], adapter="test", adapter_version="1",
-        domain="prose", lang=page["lang"], lang_score=0.9, group_id=f"doc:{source}:{local}",
-        parents=[raw_parent_id(source, local)], governance=GOV,
-        payload=DocumentPayload(text=page["text"], title=page["title"]),
-    )
-    rec.text_sha256 = sha256_text(page["text"])
-    rec.dedup_key = dedup_key(page["text"], "prose")
-    rec.raw_sha256 = sha256_text(page["text"])
-    rec.record_sha256 = record_digest(rec)
-    return rec
-
-
-def _canonical(store: LayerStore, snapshot: str, source: str, pages: list[dict]):
-    rows = [record_to_row(_record(source, p, snapshot)) for p in pages]
-    with store.new_version(CANONICAL_RECORDS, snapshot, CANONICAL_TABLES, {"test": snapshot}) as w:
-        w.write("records", rows)
-        return w.commit(extra_manifest={"items_in": len(rows)})
-
 
 @pytest.mark.parametrize("enabled", [True, False])
 def test_curated_layer_removes_templates_before_the_filters(tmp_path, enabled):
     store = LayerStore(tmp_path)
-    canonical = _canonical(store, "pg.s1", "pg", POSTGRES)
+    canonical = canonical_version(store, "pg.s1", "pg", POSTGRES)
     config = CurationConfig(templates={"enabled": enabled}, decontam={"enabled": False})
     s = build_curated(store, "pg.s1", config, EvalRegistry(()), canonical_version=canonical, batch_size=5)
     decisions = {d["record_id"]: d for d in s.version.read_table("decisions").to_pylist()}

@@ -5,7 +5,7 @@ from pydantic import Field
 
 from corpus_assets.assets.ingestion.canonical_records import canonical_records
 from corpus_assets.domain.core.config_files import ConfigError
-from corpus_assets.domain.core.settings import curation_path
+from corpus_assets.domain.core.settings import curation_path, sources_path
 from corpus_assets.domain.curate.config import load_curation
 from corpus_assets.domain.curate.curated_layer import (
     CURATED_CODE_VERSION,
@@ -14,26 +14,35 @@ from corpus_assets.domain.curate.curated_layer import (
 )
 from corpus_assets.domain.layers.registry import CANONICAL_RECORDS
 from corpus_assets.domain.curate.decontam.eval_registry import EvalRegistry
+from corpus_assets.domain.ingest.sources_config import SourcesFile, load_sources
 from corpus_assets.assets.curation.eval_registry import eval_registry, load_current_registry
 from corpus_assets.layer_checks import curated_records_checks, partition_check
 from corpus_assets.key_figures import stored_key_figures
 from corpus_assets.metadata import counts_table, markdown_table, version_metadata
 from corpus_assets.partitions import snapshots_partitions
 from resources.curation import CurationResource
+from resources.sources import SourcesResource
 from resources.storage import StorageResource
 
 
+def source_profiles(sources: SourcesFile) -> dict[str, str]:
+    """source id -> quality profile (sources.yaml ``profile``)."""
+    return {s.id: s.profile for s in sources.sources}
+
+
 def curated_code_version() -> str:
-    """The curated layer's code version plus a digest of the curation policy (curation.yaml as
-    loaded when the definitions load), so an edited threshold shows ``curated_records`` unsynced
-    in the UI (after "Reload definitions") until it is rematerialized."""
+    """The curated layer's code version plus a digest of the curation policy (curation.yaml and
+    the sources' quality profiles in sources.yaml, as loaded when the definitions load), so an
+    edited threshold or profile shows ``curated_records`` unsynced in the UI (after "Reload
+    definitions") until it is rematerialized."""
     try:
         cfg = load_curation(curation_path())
+        profiles = source_profiles(load_sources(sources_path()))
     except (ConfigError, OSError):
         return f"{CURATED_CODE_VERSION}+unreadable-policy"  # the run itself reports what is wrong
-    # the policy version (thresholds, PII and decontamination settings; no file paths, so another
-    # checkout folder gives the same code version); the registry's content is an upstream asset
-    policy = curation_policy_version(cfg, registry_digest="").split("+", 1)[1]
+    # the policy version (thresholds, PII and decontamination settings, profiles; no file paths,
+    # so another checkout folder gives the same code version); the registry is an upstream asset
+    policy = curation_policy_version(cfg, registry_digest="", profiles=profiles).split("+", 1)[1]
     return f"{CURATED_CODE_VERSION}+{policy[:12]}"
 
 
@@ -70,6 +79,7 @@ def curated_records(
     config: CurateConfig,
     storage: StorageResource,
     curation: CurationResource,
+    sources: SourcesResource,
 ) -> dg.MaterializeResult:
     key = context.partition_key
     store = storage.store()
@@ -78,7 +88,8 @@ def curated_records(
     registry = load_current_registry(store) if cfg.decontam.enabled else EvalRegistry(())
     canonical = store.require_current(CANONICAL_RECORDS, key)
     s = build_curated(
-        store, key, cfg, registry, canonical_version=canonical, batch_size=config.batch_size, log=context.log.info
+        store, key, cfg, registry, canonical_version=canonical, batch_size=config.batch_size, log=context.log.info,
+        profiles=source_profiles(sources.load()),
     )
     v = s.version
     retention_rows = [
@@ -86,6 +97,11 @@ def curated_records(
         for (src, lang, stage, reason), r in sorted(s.retention.items())
     ]
     reason_rows = [(st, o, rsn, c) for (st, o, rsn), c in sorted(s.by_reason.items(), key=lambda kv: (-kv[1], kv[0]))]
+    profile_rows = [
+        (p, ", ".join(sid for sid, sp in sorted(s.profiles.items()) if sp == p) or "all others", r[0], r[1],
+         f"{r[1] / r[0]:.1%}" if r[0] else "-", f"{r[3] / r[2]:.1%}" if r[2] else "-")
+        for p, r in sorted(s.by_profile.items())
+    ]
     template_rows = [
         (src, t.pages, t.threshold or "-", t.groups, t.template_keys, t.template_patterns, t.records, t.lines_removed,
          f"{t.removed_share:.2%}", t.all_template)
@@ -100,6 +116,8 @@ def curated_records(
                 ["source", "lang", "stage: reason", "records in", "records out", "chars in", "chars out", "char retention"],
                 retention_rows)),
             "decisions": dg.MetadataValue.md(markdown_table(["stage", "outcome", "reason", "records"], reason_rows)),
+            "quality_profiles": dg.MetadataValue.md(markdown_table(
+                ["profile", "sources", "records in", "accepted", "kept share", "char retention"], profile_rows)),
             "templates": dg.MetadataValue.md(
                 (markdown_table(["source", "pages", "frequent from (pages)", "groups with templates", "template keys",
                                  "row patterns", "records stripped", "lines removed", "chars removed",

@@ -16,7 +16,7 @@ import json
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional
 
 
 from corpus_assets.domain.curate.config import CurationConfig
@@ -25,7 +25,8 @@ from corpus_assets.domain.curate.decontam.eval_registry import EvalRegistry
 from corpus_assets.domain.core.hashing import canonical_digest, dedup_key, sha256_text
 from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
 from corpus_assets.domain.curate.pii import PII_DETECTOR_VERSION, find_pii, pii_policy_version, redact_fields
-from corpus_assets.domain.curate.quality import judge_record, quality_policy_version
+from corpus_assets.domain.curate.quality import QUALITY_PROFILES, judge_record, quality_policy_version
+from corpus_assets.domain.curate.quality.base import WEB
 from corpus_assets.domain.curate.templates import (
     SourceTemplates,
     TemplateConfig,
@@ -56,7 +57,22 @@ _PATH_PART_RE = re.compile(r"[^.\[\]]+|\[\d+\]")
 CURATED_TABLES = layer(CURATED_RECORDS).table_specs()
 
 
-def curation_policy_version(config: CurationConfig, registry_digest: str) -> str:
+def source_profiles(profiles: Optional[Mapping[str, str]]) -> dict[str, str]:
+    """The sources whose quality profile is not ``web`` (the default), validated and sorted."""
+    out = {}
+    for sid, profile in sorted((profiles or {}).items()):
+        if profile not in QUALITY_PROFILES:
+            raise ValueError(f"source {sid!r}: unknown quality profile {profile!r}; profiles are {', '.join(QUALITY_PROFILES)}")
+        if profile != WEB:
+            out[sid] = profile
+    return out
+
+
+def curation_policy_version(config: CurationConfig, registry_digest: str,
+                            profiles: Optional[Mapping[str, str]] = None) -> str:
+    """Digest of everything that decides: the curation config, the registry and the sources'
+    quality profiles (sources.yaml ``profile``; only the non-web ones, so adding a web source
+    changes nothing)."""
     spec = {
         "code_version": CURATION_LOGIC_VERSION,
         "templates": templates_policy_version(config.templates),
@@ -64,6 +80,9 @@ def curation_policy_version(config: CurationConfig, registry_digest: str) -> str
         "decontam": decontam_policy_version(config.decontam, registry_digest),
         "pii": pii_policy_version(config.pii),
     }
+    non_web = source_profiles(profiles)
+    if non_web:
+        spec["profiles"] = non_web
     return f"{CURATION_LOGIC_VERSION}+{canonical_digest(spec)[:16]}"
 
 
@@ -117,6 +136,9 @@ class CurationSummary:
     contamination: dict[str, int] = field(default_factory=dict)  # benchmark -> flagged records
     modified: int = 0
     templates: dict[str, SourceTemplates] = field(default_factory=dict)  # source -> what template removal found
+    # profile -> [records in, accepted, chars in, chars out]
+    by_profile: dict[str, list[int]] = field(default_factory=dict)
+    profiles: dict[str, str] = field(default_factory=dict)  # the sources with a non-web quality profile
 
 
 _TEMPLATE_COLUMNS = ["source_id", "schema_type", "domain", "lang", "payload_json"]
@@ -153,8 +175,12 @@ def build_curated(
     index: Optional[ContaminationIndex] = None,
     batch_size: int = 256,
     log: Optional[Callable[[str], None]] = None,
+    profiles: Optional[Mapping[str, str]] = None,
 ) -> CurationSummary:
-    policy = curation_policy_version(config, registry.digest)
+    """``profiles``: source id -> quality profile (sources.yaml ``profile``); a source not named is
+    judged with the ``web`` thresholds."""
+    profiles = source_profiles(profiles)
+    policy = curation_policy_version(config, registry.digest, profiles)
     index = index if index is not None else (
         ContaminationIndex.build(registry, config.decontam) if config.decontam.enabled else None
     )
@@ -167,8 +193,9 @@ def build_curated(
         "curation": config.model_dump(mode="json"),
         "eval_registry_digest": registry.digest,
         "canonical_version": canonical_version.content_digest,
+        "profiles": profiles,
     }
-    summary = CurationSummary(version=None, policy_version=policy, records_in=0)  # type: ignore[arg-type]
+    summary = CurationSummary(version=None, policy_version=policy, records_in=0, profiles=profiles)  # type: ignore[arg-type]
     started = last_log = time.monotonic()
     templates = find_templates(canonical_version, config.templates, batch_size) if config.templates.enabled else None
     if templates is not None:
@@ -187,7 +214,7 @@ def build_curated(
 
         for batch in canonical_version.iter_batches("records", batch_size=batch_size):
             for row in batch.to_pylist():
-                _curate_one(row, config, index, policy, buf, summary, templates)
+                _curate_one(row, config, index, policy, buf, summary, templates, profiles.get(row["source_id"], WEB))
                 summary.records_in += 1
             flush()
             now = time.monotonic()
@@ -203,6 +230,9 @@ def build_curated(
                 "policy_version": policy,
                 "eval_registry_digest": registry.digest,
                 "templates": {sid: st.as_dict() for sid, st in sorted(summary.templates.items())},
+                "profiles": profiles,
+                "by_profile": {p: dict(zip(("records_in", "accepted", "chars_in", "chars_out"), v))
+                               for p, v in sorted(summary.by_profile.items())},
             }
         )
     if log:
@@ -211,7 +241,7 @@ def build_curated(
 
 
 def _curate_one(row: dict, config: CurationConfig, index, policy: str, buf: dict, s: CurationSummary,
-                templates: Optional[TemplateIndex] = None) -> None:
+                templates: Optional[TemplateIndex] = None, profile: str = WEB) -> None:
     record = row_to_record(row)
     chars_in = int(row["char_count"])
     stage, outcome, action, reason, detail = "curate", "accepted", "accept", "ok", ""
@@ -226,7 +256,7 @@ def _curate_one(row: dict, config: CurationConfig, index, policy: str, buf: dict
             current = _with_payload(record, {**p.model_dump(mode="json"), "text": stripped.text})
             stage, action, reason = "templates", "modify", "templates.removed"
 
-    verdict = judge_record(current, config.quality)
+    verdict = judge_record(current, config.quality, profile)
     if not verdict.passed:
         # the template share stays in the detail: it says what the filters judged
         stage, outcome, action, reason = "quality", "rejected", "reject", verdict.reason
@@ -295,6 +325,8 @@ def _curate_one(row: dict, config: CurationConfig, index, policy: str, buf: dict
         for t, c in pii_counts.items():
             s.pii_counts[t] = s.pii_counts.get(t, 0) + c
 
+    if profile != WEB:  # which thresholds judged it (the policy version says it too)
+        detail = "; ".join(d for d in (detail, f"profile: {profile}") if d)
     chars_out = 0
     if outcome == "accepted":
         out_row = record_to_row(current)
@@ -311,11 +343,11 @@ def _curate_one(row: dict, config: CurationConfig, index, policy: str, buf: dict
     s.outcomes[outcome] = s.outcomes.get(outcome, 0) + 1
     s.by_reason[(stage, outcome, reason)] = s.by_reason.get((stage, outcome, reason), 0) + 1
     key = (record.source_id, record.lang, stage, reason)
-    r = s.retention.setdefault(key, [0, 0, 0, 0])
-    r[0] += 1
-    r[1] += 1 if outcome == "accepted" else 0
-    r[2] += chars_in
-    r[3] += chars_out
+    for r in (s.retention.setdefault(key, [0, 0, 0, 0]), s.by_profile.setdefault(profile, [0, 0, 0, 0])):
+        r[0] += 1
+        r[1] += 1 if outcome == "accepted" else 0
+        r[2] += chars_in
+        r[3] += chars_out
 
 
 def check_no_pii_in_public(version: LayerVersion, config: CurationConfig) -> list[str]:
