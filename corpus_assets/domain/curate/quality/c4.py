@@ -96,9 +96,9 @@ FILTER = QualityFilter(
     default_profiles={
         # code is content in documentation: `{` and "javascript" lines are not web junk there, code
         # lines have no terminal punctuation (not "removed" text), a reference entry has one or two
-        # sentences (pages with next to no prose: the structure filter)
+        # sentences, often ending in a name; pages with next to no prose: the structure filter
         "documentation": {PROSE: {"filter_curly_bracket": False, "filter_javascript": False,
-                                  "min_num_sentences": 1, "max_removed_char_share": None}},
+                                  "min_num_sentences": None, "max_removed_char_share": None}},
         "code": {PROSE: {"enabled": False}},
         # turns are short and often end without punctuation
         "conversation": {PROSE: {"filter_no_terminal_punct": False, "min_num_sentences": 2}},

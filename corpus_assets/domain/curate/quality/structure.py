@@ -8,10 +8,11 @@ prose. Off by default (the web thresholds reject such pages through their line r
 
 Every line of the text is one of four kinds (in this order):
 
-- *prose*: at least ``prose_line_words`` words, ending with sentence punctuation (the FineWeb
-  terminal characters) or a colon (a sentence introducing a code sample or a list);
 - *TOC entry*: a section number (``10.3.1.``, ``F.2``, ``Chapter 5.``, ``Part III.``,
   ``Appendix B.``) and a short title (at most ``toc_entry_chars`` characters);
+- *prose*: at least ``prose_line_words`` words, ending with sentence punctuation (the FineWeb
+  terminal characters) or a colon (a sentence introducing a code sample or a list), or holding
+  a sentence end inside (a paragraph whose last sentence ends in a link or a name);
 - *code*: it holds code characters (``( ) [ ] { } = ; < > $ # \\ / " ' ` *``), is indented by
   two spaces or more, or starts with a prompt (``>>>``, ``...``);
 - *listing*: any other line — an index entry, a table row of names, a short heading.
@@ -38,6 +39,7 @@ from corpus_assets.domain.curate.quality.stats import TextStats
 
 _TOC_RE = re.compile(r"^\s*(?:(?:\d+|[A-Z])(?:\.\d+)*\.?|(?:Chapter|Part|Appendix)\s+(?:\d+|[IVXLC]+|[A-Z])\.?)\s+\S")
 _PROSE_END = (*TERMINAL_PUNCTUATION, ":", "：")
+_SENTENCE_END_RE = re.compile(r"[.!?](?=\s+[A-Z])|[。！？](?=\S)")  # a sentence ends, another starts
 _CODE_RE = re.compile(r"[()\[\]{}=;<>$#\\/\"'`*]|^\s{2,}\S|^\s*(?:>>>|\.\.\.)")
 
 
@@ -57,10 +59,10 @@ def line_kinds(s: TextStats, c: StructureConfig) -> tuple[int, int, int, int]:
     prose = toc = code = listing = 0
     for line in s.lines:
         n = len(s.line_words(line))
-        if n >= c.prose_line_words and line.endswith(_PROSE_END):
-            prose += n
-        elif len(line) <= c.toc_entry_chars and _TOC_RE.match(line):
+        if len(line) <= c.toc_entry_chars and _TOC_RE.match(line):
             toc += n
+        elif n >= c.prose_line_words and (line.endswith(_PROSE_END) or _SENTENCE_END_RE.search(line)):
+            prose += n
         elif _CODE_RE.search(line):
             code += n
         else:
