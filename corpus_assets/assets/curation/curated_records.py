@@ -5,7 +5,7 @@ from pydantic import Field
 
 from corpus_assets.assets.ingestion.canonical_records import canonical_records
 from corpus_assets.domain.core.config_files import ConfigError
-from corpus_assets.domain.core.settings import curation_path, sources_path
+from corpus_assets.domain.core.settings import curation_path
 from corpus_assets.domain.curate.config import load_curation
 from corpus_assets.domain.curate.curated_layer import (
     CURATED_CODE_VERSION,
@@ -14,7 +14,7 @@ from corpus_assets.domain.curate.curated_layer import (
 )
 from corpus_assets.domain.layers.registry import CANONICAL_RECORDS
 from corpus_assets.domain.curate.decontam.eval_registry import EvalRegistry
-from corpus_assets.domain.ingest.sources_config import SourcesFile, load_sources
+from corpus_assets.domain.ingest.sources_config import SourcesFile
 from corpus_assets.assets.curation.eval_registry import eval_registry, load_current_registry
 from corpus_assets.layer_checks import curated_records_checks, partition_check
 from corpus_assets.key_figures import stored_key_figures
@@ -25,24 +25,24 @@ from resources.sources import SourcesResource
 from resources.storage import StorageResource
 
 
-def source_profiles(sources: SourcesFile) -> dict[str, str]:
+def declared_profiles(sources: SourcesFile) -> dict[str, str]:
     """source id -> quality profile (sources.yaml ``profile``)."""
     return {s.id: s.profile for s in sources.sources}
 
 
 def curated_code_version() -> str:
-    """The curated layer's code version plus a digest of the curation policy (curation.yaml and
-    the sources' quality profiles in sources.yaml, as loaded when the definitions load), so an
-    edited threshold or profile shows ``curated_records`` unsynced in the UI (after "Reload
-    definitions") until it is rematerialized."""
+    """The curated layer's code version plus a digest of the curation policy (curation.yaml as
+    loaded when the definitions load), so an edited threshold shows ``curated_records`` unsynced
+    in the UI (after "Reload definitions") until it is rematerialized. The sources' quality
+    profiles (sources.yaml) are not in it, as no other sources.yaml setting is in a code version:
+    they enter each version's policy version and build spec when it is built."""
     try:
         cfg = load_curation(curation_path())
-        profiles = source_profiles(load_sources(sources_path()))
     except (ConfigError, OSError):
         return f"{CURATED_CODE_VERSION}+unreadable-policy"  # the run itself reports what is wrong
-    # the policy version (thresholds, PII and decontamination settings, profiles; no file paths,
-    # so another checkout folder gives the same code version); the registry is an upstream asset
-    policy = curation_policy_version(cfg, registry_digest="", profiles=profiles).split("+", 1)[1]
+    # the policy version (thresholds, PII and decontamination settings; no file paths, so another
+    # checkout folder gives the same code version); the registry's content is an upstream asset
+    policy = curation_policy_version(cfg, registry_digest="").split("+", 1)[1]
     return f"{CURATED_CODE_VERSION}+{policy[:12]}"
 
 
@@ -89,7 +89,7 @@ def curated_records(
     canonical = store.require_current(CANONICAL_RECORDS, key)
     s = build_curated(
         store, key, cfg, registry, canonical_version=canonical, batch_size=config.batch_size, log=context.log.info,
-        profiles=source_profiles(sources.load()),
+        profiles=declared_profiles(sources.load()),
     )
     v = s.version
     retention_rows = [

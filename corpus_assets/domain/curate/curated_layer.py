@@ -25,8 +25,8 @@ from corpus_assets.domain.curate.decontam.eval_registry import EvalRegistry
 from corpus_assets.domain.core.hashing import canonical_digest, dedup_key, sha256_text
 from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
 from corpus_assets.domain.curate.pii import PII_DETECTOR_VERSION, find_pii, pii_policy_version, redact_fields
-from corpus_assets.domain.curate.quality import QUALITY_PROFILES, judge_record, quality_policy_version
-from corpus_assets.domain.curate.quality.base import WEB
+from corpus_assets.domain.curate.quality import judge_record, quality_policy_version
+from corpus_assets.domain.curate.quality.base import WEB, check_profile
 from corpus_assets.domain.curate.templates import (
     SourceTemplates,
     TemplateConfig,
@@ -57,15 +57,14 @@ _PATH_PART_RE = re.compile(r"[^.\[\]]+|\[\d+\]")
 CURATED_TABLES = layer(CURATED_RECORDS).table_specs()
 
 
-def source_profiles(profiles: Optional[Mapping[str, str]]) -> dict[str, str]:
+def non_web_profiles(profiles: Optional[Mapping[str, str]]) -> dict[str, str]:
     """The sources whose quality profile is not ``web`` (the default), validated and sorted."""
-    out = {}
-    for sid, profile in sorted((profiles or {}).items()):
-        if profile not in QUALITY_PROFILES:
-            raise ValueError(f"source {sid!r}: unknown quality profile {profile!r}; profiles are {', '.join(QUALITY_PROFILES)}")
-        if profile != WEB:
-            out[sid] = profile
-    return out
+    return {sid: p for sid, p in sorted((profiles or {}).items()) if check_profile(p) != WEB}
+
+
+def _joined(*details: str) -> str:
+    """A decision detail from the stages' details, in order, the empty ones left out."""
+    return "; ".join(d for d in details if d)
 
 
 def curation_policy_version(config: CurationConfig, registry_digest: str,
@@ -80,7 +79,7 @@ def curation_policy_version(config: CurationConfig, registry_digest: str,
         "decontam": decontam_policy_version(config.decontam, registry_digest),
         "pii": pii_policy_version(config.pii),
     }
-    non_web = source_profiles(profiles)
+    non_web = non_web_profiles(profiles)
     if non_web:
         spec["profiles"] = non_web
     return f"{CURATION_LOGIC_VERSION}+{canonical_digest(spec)[:16]}"
@@ -179,7 +178,7 @@ def build_curated(
 ) -> CurationSummary:
     """``profiles``: source id -> quality profile (sources.yaml ``profile``); a source not named is
     judged with the ``web`` thresholds."""
-    profiles = source_profiles(profiles)
+    profiles = non_web_profiles(profiles)
     policy = curation_policy_version(config, registry.digest, profiles)
     index = index if index is not None else (
         ContaminationIndex.build(registry, config.decontam) if config.decontam.enabled else None
@@ -260,7 +259,7 @@ def _curate_one(row: dict, config: CurationConfig, index, policy: str, buf: dict
     if not verdict.passed:
         # the template share stays in the detail: it says what the filters judged
         stage, outcome, action, reason = "quality", "rejected", "reject", verdict.reason
-        detail = "; ".join(d for d in (verdict.detail, detail) if d)
+        detail = _joined(verdict.detail, detail)
 
     if outcome == "accepted" and index is not None:
         fields: dict[str, str] = {}
@@ -272,7 +271,7 @@ def _curate_one(row: dict, config: CurationConfig, index, policy: str, buf: dict
             s.contamination[m.benchmark] = s.contamination.get(m.benchmark, 0) + 1
         if decision.action == "remove":
             stage, outcome, action, reason = "decontam", "rejected", "reject", decision.reason
-            detail = "; ".join(d for d in (decision.detail, detail) if d)
+            detail = _joined(decision.detail, detail)
         elif decision.action == "mask":
             payload = current.payload.model_dump(mode="json")
             for path, text in decision.masked.items():
@@ -290,7 +289,7 @@ def _curate_one(row: dict, config: CurationConfig, index, policy: str, buf: dict
         quarantine_types = sorted(set(pii_counts) & set(config.pii.quarantine_types))
         if quarantine_types:
             stage, outcome, action, reason = "pii", "quarantined", "quarantine", "pii.quarantined_type"
-            detail = "; ".join(d for d in ("contains " + ", ".join(quarantine_types), detail) if d)
+            detail = _joined("contains " + ", ".join(quarantine_types), detail)
             buf["quarantine"].append(
                 {
                     "record_id": record.record_id,
@@ -321,12 +320,12 @@ def _curate_one(row: dict, config: CurationConfig, index, policy: str, buf: dict
                 stage, action, reason = "pii", "modify", "pii.redacted"
             else:
                 reason = reason + "+pii.redacted"
-            detail = "; ".join(d for d in (detail, redacted) if d)
+            detail = _joined(detail, redacted)
         for t, c in pii_counts.items():
             s.pii_counts[t] = s.pii_counts.get(t, 0) + c
 
     if profile != WEB:  # which thresholds judged it (the policy version says it too)
-        detail = "; ".join(d for d in (detail, f"profile: {profile}") if d)
+        detail = _joined(detail, f"profile: {profile}")
     chars_out = 0
     if outcome == "accepted":
         out_row = record_to_row(current)

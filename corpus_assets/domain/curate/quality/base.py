@@ -43,6 +43,7 @@ __all__ = [
     "DEFAULT_KEYS",
     "QUALITY_PROFILES",
     "WEB",
+    "check_profile",
 ]
 
 # Bump when a rule's definition changes (not its thresholds: those are digested from the config).
@@ -78,6 +79,14 @@ ANSWERS = ("messages/*", "instruction/*", "reasoning/*", "preference/*")  # judg
 TASK = "task/*"
 DEFAULT_KEYS = (PROSE, CODE, *ANSWERS, TASK)
 WEB = "web"  # the profile of the published thresholds (a source's default)
+
+
+def check_profile(profile: str) -> str:
+    """``profile`` if it is a quality profile, else ``ValueError`` naming them."""
+    if profile not in QUALITY_PROFILES:
+        raise ValueError(f"unknown quality profile {profile!r}; profiles are {', '.join(QUALITY_PROFILES)}")
+    return profile
+
 
 _NAME_RE = re.compile(r"[a-z][a-z0-9_]*")
 

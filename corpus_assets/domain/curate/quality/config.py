@@ -16,8 +16,8 @@ that profile's default map; the profiles not given keep theirs (the filters' ``d
 Versions: every filter has its own (``filter_version``: the code version and the effective
 thresholds it ran with, plus the tokenizer settings for text filters), and the policy has one
 (``quality_policy_version``: code version, every threshold of every filter, the apply map, the
-effective overrides and the effective thresholds of every profile). Everything is validated and compiled once, when the config is built;
-judging only looks compiled plans up.
+effective overrides and the effective thresholds of every profile). Everything is validated and
+compiled once, when the config is built; judging only looks compiled plans up.
 
 ``quality_config_model(filters)`` builds the config model for any filter list (the shipped one
 is ``registry.FILTERS``), so a filter can be tried without touching the registry.
@@ -42,6 +42,7 @@ from corpus_assets.domain.curate.quality.base import (
     QualityFilter,
     RecordCheck,
     TextCheck,
+    check_profile,
 )
 from corpus_assets.domain.curate.quality.registry import FILTERS
 from corpus_assets.domain.ingest.sources_config import QualityProfile
@@ -258,8 +259,7 @@ class QualityConfigBase(BaseModel):
     def plan_for(self, schema_type: str, domain: str, profile: str = WEB) -> Plan:
         plan = self._by_type.get((schema_type, domain, profile))
         if plan is None:
-            if profile not in QUALITY_PROFILES:
-                raise ValueError(f"unknown quality profile {profile!r}; profiles are {', '.join(QUALITY_PROFILES)}")
+            check_profile(profile)
             key = _resolve_key(self.apply, schema_type, domain)
             if key is None:
                 raise ValueError(f"no quality filters declared for {schema_type}/{domain}")
@@ -276,8 +276,8 @@ class QualityConfigBase(BaseModel):
             raise ValueError(f"unknown text filter(s) {unknown}; text filters are {list(self.TEXT_FILTERS)}")
         if apply_key is not None and apply_key not in self.apply:
             raise ValueError(f"apply_key {apply_key!r} is not in the config's apply map")
-        if profile is not None and profile not in QUALITY_PROFILES:
-            raise ValueError(f"unknown quality profile {profile!r}; profiles are {', '.join(QUALITY_PROFILES)}")
+        if profile is not None:
+            check_profile(profile)
         cache_key = (frozenset(filters), apply_key, profile)
         plan = self._text_plans.get(cache_key)
         if plan is None:
