@@ -624,6 +624,18 @@ REACH = {
     "fineweb.newline_ratio": lambda: judge_text(
         "\n".join(f"See https://example.org/reports/annual-report-{i}.html." for i in range(40)), ["fineweb"], CFG
     ),
+    # structure runs in the documentation profile only (tests/unit/test_profiles.py: real pages)
+    "structure.few_prose_words": lambda: judge_text(
+        "Index\nabs()\nall()\nany()", ["structure"], CFG, profile="documentation", apply_key="document/prose"
+    ),
+    "structure.table_of_contents": lambda: judge_text(
+        PROSE.split("\n")[0] + "\n" + "\n".join(f"{i}. Chapter title number {i}" for i in range(1, 40)),
+        ["structure"], CFG, profile="documentation", apply_key="document/prose",
+    ),
+    "structure.index_listing": lambda: judge_text(
+        PROSE.split("\n")[0] + "\n" + "\n".join(f"module_{i} Short description of module {i}" for i in range(40)),
+        ["structure"], CFG, profile="documentation", apply_key="document/prose",
+    ),
 }
 
 _SAFE_DETAIL = re.compile(r"^[a-z_]+(=|<)[0-9.,<>= a-z_]*$")
@@ -924,7 +936,7 @@ def test_registry_codes_are_exactly_the_codes_each_module_raises():
 def test_default_policy_map():
     answer = ["sanity", "gopher_quality", "gopher_repetition"]
     assert CFG.apply == {
-        "document/prose": ["sanity", "gopher_quality", "gopher_repetition", "c4", "fineweb"],
+        "document/prose": ["sanity", "structure", "gopher_quality", "gopher_repetition", "c4", "fineweb"],
         "document/code": ["sanity", "gopher_repetition"],
         "messages/*": answer,
         "instruction/*": answer,

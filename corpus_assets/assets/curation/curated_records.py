@@ -14,19 +14,28 @@ from corpus_assets.domain.curate.curated_layer import (
 )
 from corpus_assets.domain.layers.registry import CANONICAL_RECORDS
 from corpus_assets.domain.curate.decontam.eval_registry import EvalRegistry
+from corpus_assets.domain.ingest.sources_config import SourcesFile
 from corpus_assets.assets.curation.eval_registry import eval_registry, load_current_registry
 from corpus_assets.layer_checks import curated_records_checks, partition_check
 from corpus_assets.key_figures import stored_key_figures
 from corpus_assets.metadata import counts_table, markdown_table, version_metadata
 from corpus_assets.partitions import snapshots_partitions
 from resources.curation import CurationResource
+from resources.sources import SourcesResource
 from resources.storage import StorageResource
+
+
+def declared_profiles(sources: SourcesFile) -> dict[str, str]:
+    """source id -> quality profile (sources.yaml ``profile``)."""
+    return {s.id: s.profile for s in sources.sources}
 
 
 def curated_code_version() -> str:
     """The curated layer's code version plus a digest of the curation policy (curation.yaml as
     loaded when the definitions load), so an edited threshold shows ``curated_records`` unsynced
-    in the UI (after "Reload definitions") until it is rematerialized."""
+    in the UI (after "Reload definitions") until it is rematerialized. The sources' quality
+    profiles (sources.yaml) are not in it, as no other sources.yaml setting is in a code version:
+    they enter each version's policy version and build spec when it is built."""
     try:
         cfg = load_curation(curation_path())
     except (ConfigError, OSError):
@@ -76,7 +85,9 @@ class CurateConfig(dg.Config):
     owners=["team:corpus"],
     code_version=curated_code_version(),
     description=(
-        "Curated records of one snapshot: type- and domain-aware quality filters (Gopher quality and "
+        "Curated records of one snapshot: per-source template removal (lines that recur across the "
+        "source's pages: breadcrumbs, language bars, navigation headers), type- and domain-aware quality "
+        "filters (Gopher quality and "
         "repetition, C4, FineWeb), n-gram-containment decontamination against eval_registry, and PII "
         "redaction with typed placeholders. One decision per canonical record with stage, reason code "
         "and policy version; the PII audit keeps spans, never values; quarantined records are owner-only."
@@ -95,6 +106,7 @@ def curated_records(
     config: CurateConfig,
     storage: StorageResource,
     curation: CurationResource,
+    sources: SourcesResource,
 ) -> dg.MaterializeResult:
     key = context.partition_key
     store = storage.store()
@@ -103,7 +115,8 @@ def curated_records(
     registry = load_current_registry(store) if cfg.decontam.enabled else EvalRegistry(())
     canonical = store.require_current(CANONICAL_RECORDS, key)
     s = build_curated(
-        store, key, cfg, registry, canonical_version=canonical, batch_size=config.batch_size, log=context.log.info
+        store, key, cfg, registry, canonical_version=canonical, batch_size=config.batch_size, log=context.log.info,
+        profiles=declared_profiles(sources.load()),
     )
     v = s.version
     retention_rows = [
@@ -111,6 +124,16 @@ def curated_records(
         for (src, lang, stage, reason), r in sorted(s.retention.items())
     ]
     reason_rows = [(st, o, rsn, c) for (st, o, rsn), c in sorted(s.by_reason.items(), key=lambda kv: (-kv[1], kv[0]))]
+    profile_rows = [
+        (p, ", ".join(sid for sid, sp in sorted(s.profiles.items()) if sp == p) or "all others", r[0], r[1],
+         f"{r[1] / r[0]:.1%}" if r[0] else "-", f"{r[3] / r[2]:.1%}" if r[2] else "-")
+        for p, r in sorted(s.by_profile.items())
+    ]
+    template_rows = [
+        (src, t.pages, t.threshold or "-", t.groups, t.template_keys, t.template_patterns, t.records, t.lines_removed,
+         f"{t.removed_share:.2%}", t.all_template)
+        for src, t in sorted(s.templates.items())
+    ]
     return dg.MaterializeResult(
         data_version=dg.DataVersion(v.content_digest),
         metadata={
@@ -120,6 +143,15 @@ def curated_records(
                 ["source", "lang", "stage: reason", "records in", "records out", "chars in", "chars out", "char retention"],
                 retention_rows)),
             "decisions": dg.MetadataValue.md(markdown_table(["stage", "outcome", "reason", "records"], reason_rows)),
+            "quality_profiles": dg.MetadataValue.md(markdown_table(
+                ["profile", "sources", "records in", "accepted", "kept share", "char retention"], profile_rows)),
+            "templates": dg.MetadataValue.md(
+                (markdown_table(["source", "pages", "frequent from (pages)", "groups with templates", "template keys",
+                                 "row patterns", "records stripped", "lines removed", "chars removed",
+                                 "all-template records (kept as is)"], template_rows)
+                 if template_rows else "_no document records read_")
+                if cfg.templates.enabled else "_template removal is off (curation.yaml templates.enabled)_"
+            ),
             "pii_by_type": dg.MetadataValue.md(counts_table(s.pii_counts, "pii type") if s.pii_counts else "_none detected_"),
             "contamination": dg.MetadataValue.md(_contamination_md(s, cfg, registry)),
             "eval_registry_digest": registry.digest,

@@ -1,4 +1,4 @@
-"""``curation.yaml``: quality filters, PII redaction and decontamination policies.
+"""``curation.yaml``: template removal, quality filters, PII redaction and decontamination policies.
 
 Every value here feeds a policy version recorded with each curated version, so a threshold
 change is visible as a new policy (and as "unsynced" in the Dagster UI).
@@ -15,10 +15,12 @@ from corpus_assets.domain.core.config_files import read_yaml, validate
 from corpus_assets.domain.curate.decontam import DecontamConfig
 from corpus_assets.domain.curate.pii import PiiConfig
 from corpus_assets.domain.curate.quality import QualityConfig
+from corpus_assets.domain.curate.templates import TemplateConfig
 
 
 class CurationConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    templates: TemplateConfig = Field(default_factory=TemplateConfig)
     quality: QualityConfig = Field(default_factory=QualityConfig)
     pii: PiiConfig = Field(default_factory=PiiConfig)
     decontam: DecontamConfig = Field(default_factory=DecontamConfig)

@@ -1,7 +1,9 @@
-"""Build the curated layer of one snapshot: quality filters, decontamination, PII redaction.
+"""Build the curated layer of one snapshot: template removal, quality filters, decontamination, PII redaction.
 
-Per canonical record the stages run in this order, and the first that rejects or quarantines
-decides: quality, then decontamination (reject or mask), then PII (redact or quarantine).
+Before the records are curated, two streaming passes over the snapshot's canonical records find
+each source's template (``templates.TemplateCounter``). Per canonical record the stages then run
+in this order, and the first that rejects or quarantines decides: template removal (modify),
+quality, then decontamination (reject or mask), then PII (redact or quarantine).
 Decontamination *detection* runs for every record, also one quality rejected first, so the
 ``contamination`` table and the report count every match (``decided_by`` tells which stage's
 decision stands); its decision is applied only to records still accepted. Tables:
@@ -17,7 +19,7 @@ import json
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional
 
 
 from corpus_assets.domain.curate.config import CurationConfig
@@ -35,6 +37,14 @@ from corpus_assets.domain.curate.pii import (
 )
 from corpus_assets.domain.curate.pii_crosscheck import second_opinion
 from corpus_assets.domain.curate.quality import judge_record, quality_policy_version
+from corpus_assets.domain.curate.quality.base import WEB, check_profile
+from corpus_assets.domain.curate.templates import (
+    SourceTemplates,
+    TemplateConfig,
+    TemplateCounter,
+    TemplateIndex,
+    templates_policy_version,
+)
 from corpus_assets.domain.canonical.records import (
     PAYLOAD_ADAPTER,
     Record,
@@ -48,7 +58,7 @@ from corpus_assets.domain.layers.registry import CURATED_RECORDS, layer
 
 CURATED_CODE_VERSION = "curate-2"  # the layer's tables; 2: decisions in the shared decision record
 # what decides content (enters the policy version): changes only when a decision would change
-CURATION_LOGIC_VERSION = "curate-1"
+CURATION_LOGIC_VERSION = "curate-2"  # 2: template removal before the quality filters
 
 # Payload keys that are structure, not text: never redacted or masked.
 _STRUCTURAL_KEYS = frozenset({"kind", "role", "id", "tool_call_id", "name", "content_type", "verdict", "url"})
@@ -58,13 +68,31 @@ _PATH_PART_RE = re.compile(r"[^.\[\]]+|\[\d+\]")
 CURATED_TABLES = layer(CURATED_RECORDS).table_specs()
 
 
-def curation_policy_version(config: CurationConfig, registry_digest: str) -> str:
+def non_web_profiles(profiles: Optional[Mapping[str, str]]) -> dict[str, str]:
+    """The sources whose quality profile is not ``web`` (the default), validated and sorted."""
+    return {sid: p for sid, p in sorted((profiles or {}).items()) if check_profile(p) != WEB}
+
+
+def _joined(*details: str) -> str:
+    """A decision detail from the stages' details, in order, the empty ones left out."""
+    return "; ".join(d for d in details if d)
+
+
+def curation_policy_version(config: CurationConfig, registry_digest: str,
+                            profiles: Optional[Mapping[str, str]] = None) -> str:
+    """Digest of everything that decides: the curation config, the registry and the sources'
+    quality profiles (sources.yaml ``profile``; only the non-web ones, so adding a web source
+    changes nothing)."""
     spec = {
         "code_version": CURATION_LOGIC_VERSION,
+        "templates": templates_policy_version(config.templates),
         "quality": quality_policy_version(config.quality),
         "decontam": decontam_policy_version(config.decontam, registry_digest),
         "pii": pii_policy_version(config.pii),
     }
+    non_web = non_web_profiles(profiles)
+    if non_web:
+        spec["profiles"] = non_web
     return f"{CURATION_LOGIC_VERSION}+{canonical_digest(spec)[:16]}"
 
 
@@ -119,6 +147,34 @@ class CurationSummary:
     modified: int = 0
     # what was checked and found, with the protected texts that could not be checked (None: disabled)
     decontam: Optional[ContaminationReport] = None
+    templates: dict[str, SourceTemplates] = field(default_factory=dict)  # source -> what template removal found
+    # profile -> [records in, accepted, chars in, chars out]
+    by_profile: dict[str, list[int]] = field(default_factory=dict)
+    profiles: dict[str, str] = field(default_factory=dict)  # the sources with a non-web quality profile
+
+
+_TEMPLATE_COLUMNS = ["source_id", "schema_type", "domain", "lang", "payload_json"]
+
+
+def _template_pages(version: LayerVersion, config: TemplateConfig, batch_size: int):
+    """``(source_id, text, title, lang)`` of the document records template removal reads."""
+    for batch in version.iter_batches("records", batch_size=batch_size, columns=_TEMPLATE_COLUMNS):
+        cols = batch.to_pydict()
+        for sid, stype, domain, lang, payload_json in zip(*(cols[c] for c in _TEMPLATE_COLUMNS)):
+            if stype == "document" and domain in config.domains:
+                payload = json.loads(payload_json)
+                yield sid, payload.get("text") or "", payload.get("title"), lang
+
+
+def find_templates(version: LayerVersion, config: TemplateConfig, batch_size: int = 256) -> TemplateIndex:
+    """The two counting passes of template removal over a canonical version (one streaming read
+    each; memory bounded by the counters, not by the snapshot)."""
+    counter = TemplateCounter(config)
+    for sid, text, _title, lang in _template_pages(version, config, batch_size):
+        counter.add(sid, text, lang)
+    for sid, text, title, lang in _template_pages(version, config, batch_size):
+        counter.isolation(sid, text, title, lang)
+    return counter.index()
 
 
 def build_curated(
@@ -131,8 +187,12 @@ def build_curated(
     index: Optional[ContaminationIndex] = None,
     batch_size: int = 256,
     log: Optional[Callable[[str], None]] = None,
+    profiles: Optional[Mapping[str, str]] = None,
 ) -> CurationSummary:
-    policy = curation_policy_version(config, registry.digest)
+    """``profiles``: source id -> quality profile (sources.yaml ``profile``); a source not named is
+    judged with the ``web`` thresholds."""
+    profiles = non_web_profiles(profiles)
+    policy = curation_policy_version(config, registry.digest, profiles)
     index = index if index is not None else (
         ContaminationIndex.build(registry, config.decontam) if config.decontam.enabled else None
     )
@@ -145,11 +205,18 @@ def build_curated(
         "curation": config.model_dump(mode="json"),
         "eval_registry_digest": registry.digest,
         "canonical_version": canonical_version.content_digest,
+        "profiles": profiles,
     }
-    summary = CurationSummary(version=None, policy_version=policy, records_in=0)  # type: ignore[arg-type]
+    summary = CurationSummary(version=None, policy_version=policy, records_in=0, profiles=profiles)  # type: ignore[arg-type]
     if index is not None:
         summary.decontam = Decontaminator(index).report
     started = last_log = time.monotonic()
+    templates = find_templates(canonical_version, config.templates, batch_size) if config.templates.enabled else None
+    if templates is not None:
+        summary.templates = templates.stats
+        if log:
+            found = {sid: st.template_keys for sid, st in templates.stats.items() if st.template_keys}
+            log(f"curate {snapshot}: templates found in {time.monotonic() - started:.1f}s, template keys per source {found}")
     with store.new_version(CURATED_RECORDS, snapshot, CURATED_TABLES, build_spec) as w:
         buf: dict[str, list] = {name: [] for name in CURATED_TABLES}
 
@@ -161,7 +228,7 @@ def build_curated(
 
         for batch in canonical_version.iter_batches("records", batch_size=batch_size):
             for row in batch.to_pylist():
-                _curate_one(row, config, index, policy, buf, summary)
+                _curate_one(row, config, index, policy, buf, summary, templates, profiles.get(row["source_id"], WEB))
                 summary.records_in += 1
             flush()
             now = time.monotonic()
@@ -179,6 +246,10 @@ def build_curated(
                 # registry-level facts only (a purge rewrites the tables, not these): per benchmark,
                 # the protected texts checked and those that could not be (release data card, SQL)
                 **({"decontam": decontam_manifest(summary.decontam)} if summary.decontam is not None else {}),
+                "templates": {sid: st.as_dict() for sid, st in sorted(summary.templates.items())},
+                "profiles": profiles,
+                "by_profile": {p: dict(zip(("records_in", "accepted", "chars_in", "chars_out"), v))
+                               for p, v in sorted(summary.by_profile.items())},
             }
         )
     if log:
@@ -186,16 +257,27 @@ def build_curated(
     return summary
 
 
-def _curate_one(row: dict, config: CurationConfig, index, policy: str, buf: dict, s: CurationSummary) -> None:
+def _curate_one(row: dict, config: CurationConfig, index, policy: str, buf: dict, s: CurationSummary,
+                templates: Optional[TemplateIndex] = None, profile: str = WEB) -> None:
     record = row_to_record(row)
     chars_in = int(row["char_count"])
     stage, outcome, action, reason, detail = "curate", "accepted", "accept", "ok", ""
     pii_counts: dict[str, int] = {}
     current = record
 
-    verdict = judge_record(record, config.quality)
+    if templates is not None and templates.applies(record.schema_type, record.domain):
+        p = record.payload
+        stripped = templates.strip(record.source_id, p.text, p.title, record.lang)
+        detail = stripped.detail()  # also when the record was all template (left as it is)
+        if stripped.lines_removed:
+            current = _with_payload(record, {**p.model_dump(mode="json"), "text": stripped.text})
+            stage, action, reason = "templates", "modify", "templates.removed"
+
+    verdict = judge_record(current, config.quality, profile)
     if not verdict.passed:
-        stage, outcome, action, reason, detail = "quality", "rejected", "reject", verdict.reason, verdict.detail
+        # the template share stays in the detail: it says what the filters judged
+        stage, outcome, action, reason = "quality", "rejected", "reject", verdict.reason
+        detail = _joined(verdict.detail, detail)
 
     if index is not None:
         # detection for every record (the report counts matches in quality-rejected records too);
@@ -213,13 +295,15 @@ def _curate_one(row: dict, config: CurationConfig, index, policy: str, buf: dict
         if decided_by != "decontam":
             pass  # reported only: the earlier stage's rejection stands
         elif decision.action == "remove":
-            stage, outcome, action, reason, detail = "decontam", "rejected", "reject", decision.reason, decision.detail
+            stage, outcome, action, reason = "decontam", "rejected", "reject", decision.reason
+            detail = _joined(decision.detail, detail)
         elif decision.action == "mask":
             payload = current.payload.model_dump(mode="json")
             for path, text in decision.masked.items():
                 _set_path(payload, path, text)
             current = _with_payload(current, payload)
-            stage, action, reason = "decontam", "modify", decision.reason
+            reason = f"{reason}+{decision.reason}" if action == "modify" else decision.reason
+            stage, action = "decontam", "modify"
 
     if outcome == "accepted" and config.pii.enabled:
         fields = {}
@@ -231,7 +315,7 @@ def _curate_one(row: dict, config: CurationConfig, index, policy: str, buf: dict
         quarantine_types = quarantine_hits(found, config.pii)
         if quarantine_types:
             stage, outcome, action, reason = "pii", "quarantined", "quarantine", "pii.quarantined_type"
-            detail = "contains " + ", ".join(quarantine_types)
+            detail = _joined("contains " + ", ".join(quarantine_types), detail)
             buf["quarantine"].append(
                 {
                     "record_id": record.record_id,
@@ -259,13 +343,15 @@ def _curate_one(row: dict, config: CurationConfig, index, policy: str, buf: dict
             current = _with_payload(current, payload)
             redacted = "redacted " + ", ".join(f"{t} {n}" for t, n in sorted(pii_counts.items()))
             if action == "accept":
-                stage, action, reason, detail = "pii", "modify", "pii.redacted", redacted
+                stage, action, reason = "pii", "modify", "pii.redacted"
             else:
                 reason = reason + "+pii.redacted"
-                detail = "; ".join(d for d in (detail, redacted) if d)
+            detail = _joined(detail, redacted)
         for t, c in pii_counts.items():
             s.pii_counts[t] = s.pii_counts.get(t, 0) + c
 
+    if profile != WEB:  # which thresholds judged it (the policy version says it too)
+        detail = _joined(detail, f"profile: {profile}")
     chars_out = 0
     if outcome == "accepted":
         out_row = record_to_row(current)
@@ -282,11 +368,11 @@ def _curate_one(row: dict, config: CurationConfig, index, policy: str, buf: dict
     s.outcomes[outcome] = s.outcomes.get(outcome, 0) + 1
     s.by_reason[(stage, outcome, reason)] = s.by_reason.get((stage, outcome, reason), 0) + 1
     key = (record.source_id, record.lang, stage, reason)
-    r = s.retention.setdefault(key, [0, 0, 0, 0])
-    r[0] += 1
-    r[1] += 1 if outcome == "accepted" else 0
-    r[2] += chars_in
-    r[3] += chars_out
+    for r in (s.retention.setdefault(key, [0, 0, 0, 0]), s.by_profile.setdefault(profile, [0, 0, 0, 0])):
+        r[0] += 1
+        r[1] += 1 if outcome == "accepted" else 0
+        r[2] += chars_in
+        r[3] += chars_out
 
 
 def decontam_manifest(report: ContaminationReport) -> dict:

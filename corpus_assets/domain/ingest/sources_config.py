@@ -7,7 +7,7 @@ is always defined (it defaults to ``./var`` under the project).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal, Optional, Union
+from typing import Annotated, Literal, Optional, Union, get_args
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -34,6 +34,12 @@ DocumentDomain = Literal["prose", "code"]
 # what data may be used for: a source's governance.allowed_uses and a release's uses
 Use = Literal["pretraining", "post_training", "evaluation"]
 
+# the quality thresholds a source's records are judged with (the ``profiles`` of the quality
+# config, docs/curation.md#quality-profiles): web crawl (the published thresholds), software
+# documentation, code, conversations
+QualityProfile = Literal["web", "documentation", "code", "conversation"]
+QUALITY_PROFILES: tuple[str, ...] = get_args(QualityProfile)
+
 
 class Governance(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -51,6 +57,7 @@ class _SourceBase(BaseModel):
     governance: Governance
     schedule: Optional[str] = Field(default=None, description="cron for scheduled incremental captures")
     priority: int = Field(default=100, description="lower wins when picking dedup representatives")
+    profile: QualityProfile = Field(default="web", description="quality thresholds its records are judged with")
 
     @field_validator("id")
     @classmethod

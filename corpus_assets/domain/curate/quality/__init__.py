@@ -5,8 +5,9 @@ preference pairs — one module per filter family, sharing one set of text stati
                          computed lazily, once per text
 - ``base``               what a filter is (``QualityFilter``: name, config model, reason codes,
                          check) and the ``Reject`` a check raises
-- ``sanity``, ``pair``, ``gopher_quality``, ``gopher_repetition``, ``c4``, ``fineweb``
-                         the filter families, each with its config and rules
+- ``sanity``, ``pair``, ``structure``, ``gopher_quality``, ``gopher_repetition``, ``c4``,
+  ``fineweb``            the filter families, each with its config, rules and the thresholds
+                         of each quality profile (web, documentation, code, conversation)
 - ``registry``           the filters in the order they run: one line per filter
 - ``config``             ``QualityConfig`` assembled from the registry; filter and policy versions
 - ``judge``              ``judge_text`` / ``judge_record``: verdicts from compiled plans
@@ -15,11 +16,12 @@ Import from here, not from the modules. The method, the differences from the pub
 and what runs on which record type: docs/curation.md, "Quality".
 """
 
-from corpus_assets.domain.curate.quality.base import QUALITY_CODE_VERSION, FilterConfig, QualityFilter, Reject
+from corpus_assets.domain.curate.quality.base import QUALITY_CODE_VERSION, QUALITY_PROFILES, FilterConfig, QualityFilter, Reject
 from corpus_assets.domain.curate.quality.c4 import C4Config
 from corpus_assets.domain.curate.quality.config import (
     DEFAULT_APPLY,
     DEFAULT_OVERRIDES,
+    DEFAULT_PROFILES,
     FILTER_ORDER,
     REASON_CODES,
     TEXT_FILTERS,
@@ -37,6 +39,7 @@ from corpus_assets.domain.curate.quality.pair import PairConfig
 from corpus_assets.domain.curate.quality.registry import FILTERS
 from corpus_assets.domain.curate.quality.sanity import SanityConfig
 from corpus_assets.domain.curate.quality.stats import TextStats
+from corpus_assets.domain.curate.quality.structure import StructureConfig
 
 __all__ = [
     "QUALITY_CODE_VERSION",
@@ -46,11 +49,14 @@ __all__ = [
     "REASON_CODES",
     "DEFAULT_APPLY",
     "DEFAULT_OVERRIDES",
+    "DEFAULT_PROFILES",
+    "QUALITY_PROFILES",
     "FilterConfig",
     "QualityFilter",
     "Reject",
     "TextStats",
     "SanityConfig",
+    "StructureConfig",
     "PairConfig",
     "GopherQualityConfig",
     "GopherRepetitionConfig",

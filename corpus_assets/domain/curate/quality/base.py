@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 from pydantic import BaseModel, ConfigDict
 
 from corpus_assets.domain.curate.quality.stats import TextStats
+from corpus_assets.domain.ingest.sources_config import QUALITY_PROFILES
 
 if TYPE_CHECKING:
     from corpus_assets.domain.canonical.records import Record
@@ -40,6 +41,9 @@ __all__ = [
     "ANSWERS",
     "TASK",
     "DEFAULT_KEYS",
+    "QUALITY_PROFILES",
+    "WEB",
+    "check_profile",
 ]
 
 # Bump when a rule's definition changes (not its thresholds: those are digested from the config).
@@ -74,6 +78,15 @@ CODE = "document/code"
 ANSWERS = ("messages/*", "instruction/*", "reasoning/*", "preference/*")  # judged text: an answer
 TASK = "task/*"
 DEFAULT_KEYS = (PROSE, CODE, *ANSWERS, TASK)
+WEB = "web"  # the profile of the published thresholds (a source's default)
+
+
+def check_profile(profile: str) -> str:
+    """``profile`` if it is a quality profile, else ``ValueError`` naming them."""
+    if profile not in QUALITY_PROFILES:
+        raise ValueError(f"unknown quality profile {profile!r}; profiles are {', '.join(QUALITY_PROFILES)}")
+    return profile
+
 
 _NAME_RE = re.compile(r"[a-z][a-z0-9_]*")
 
@@ -86,7 +99,9 @@ class QualityFilter:
     (a filter with one is a *text filter*, usable with ``judge_text``), ``check_record`` a record
     (run by ``judge_record`` before any text check). ``record_types`` limits the schema types the
     apply map may run it for (empty: all). ``default_apply`` maps the apply keys the default
-    policy runs the filter for to the overrides of its thresholds there (``{}``: none)."""
+    policy runs the filter for to the overrides of its thresholds there (``{}``: none);
+    ``default_profiles`` maps a quality profile to the apply keys whose thresholds it changes
+    and the overrides it puts on top of those (a record of a source with that profile)."""
 
     name: str
     config: type[FilterConfig]
@@ -95,6 +110,7 @@ class QualityFilter:
     check_record: Optional[RecordCheck] = None
     record_types: tuple[str, ...] = ()
     default_apply: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    default_profiles: Mapping[str, Mapping[str, Mapping[str, Any]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not _NAME_RE.fullmatch(self.name):
@@ -106,6 +122,13 @@ class QualityFilter:
         foreign = [r for r in self.reasons if not r.startswith(f"{self.name}.") or r == f"{self.name}."]
         if not self.reasons or foreign or len(set(self.reasons)) != len(self.reasons):
             raise ValueError(f"filter {self.name!r}: reasons must be distinct '{self.name}.<rule>' codes")
+        for profile, keys in self.default_profiles.items():
+            if profile not in QUALITY_PROFILES or profile == WEB:
+                raise ValueError(f"filter {self.name!r}: default_profiles names {profile!r}; "
+                                 f"profiles are {', '.join(p for p in QUALITY_PROFILES if p != WEB)}")
+            unknown = [k for k in keys if k not in self.default_apply]
+            if unknown:
+                raise ValueError(f"filter {self.name!r}: profile {profile!r} changes {unknown}, where it does not run")
 
     @property
     def is_text_filter(self) -> bool:

@@ -93,4 +93,14 @@ FILTER = QualityFilter(
     reasons=("c4.lorem_ipsum", "c4.curly_bracket", "c4.too_few_sentences", "c4.too_much_removed"),
     check=check,
     default_apply={PROSE: {}},
+    default_profiles={
+        # code is content in documentation: `{` and "javascript" lines are not web junk there, code
+        # lines have no terminal punctuation (not "removed" text), a reference entry has one or two
+        # sentences, often ending in a name; pages with next to no prose: the structure filter
+        "documentation": {PROSE: {"filter_curly_bracket": False, "filter_javascript": False,
+                                  "min_num_sentences": None, "max_removed_char_share": None}},
+        "code": {PROSE: {"enabled": False}},
+        # turns are short and often end without punctuation
+        "conversation": {PROSE: {"filter_no_terminal_punct": False, "min_num_sentences": 2}},
+    },
 )

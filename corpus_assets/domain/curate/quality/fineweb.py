@@ -18,7 +18,7 @@ from corpus_assets.domain.curate.quality.base import PROSE, FilterConfig, Qualit
 from corpus_assets.domain.curate.quality.stats import TextStats
 
 # Sentence_Terminal characters of the scripts in common modern use (datatrove: all 159 of them)
-_TERMINAL = (
+TERMINAL_PUNCTUATION = (
     ".", "!", "?", "։", "؟", "۔", "؞", "܀", "܁", "܂", "߹", "।", "॥", "၊", "။", "።", "፧", "፨", "᙮",
     "។", "៕", "᠃", "᠉", "‼", "‽", "⁇", "⁈", "⁉", "。", "꓿", "﹒", "﹖", "﹗", "！", "．", "？", "｡",
 )  # fmt: skip
@@ -27,7 +27,7 @@ _TERMINAL = (
 class FineWebConfig(FilterConfig):
     line_punct_thr: Optional[float] = Field(0.12, ge=0, le=1)
     line_punct_exclude_zero: bool = False
-    stop_chars: tuple[str, ...] = _TERMINAL
+    stop_chars: tuple[str, ...] = TERMINAL_PUNCTUATION
     short_line_thr: Optional[float] = Field(0.67, ge=0, le=1)
     short_line_length: int = Field(30, ge=0)
     char_duplicates_ratio: Optional[float] = Field(0.01, ge=0, le=1)
@@ -75,4 +75,12 @@ FILTER = QualityFilter(
     reasons=("fineweb.line_punctuation", "fineweb.short_lines", "fineweb.dup_line_chars", "fineweb.newline_ratio"),
     check=check,
     default_apply={PROSE: {}},
+    default_profiles={
+        # line shapes of web prose: in documentation few lines end in punctuation (code, tables),
+        # many are short, per-entry metadata repeats ("Status: Core" under each directive);
+        # repetition is left to the relaxed Gopher rules, listings to the structure filter
+        "documentation": {PROSE: {"enabled": False}},
+        "code": {PROSE: {"enabled": False}},
+        "conversation": {PROSE: {"line_punct_thr": None, "short_line_thr": None, "new_line_ratio": None}},
+    },
 )

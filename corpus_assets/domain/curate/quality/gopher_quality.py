@@ -108,6 +108,16 @@ ANSWER_OVERRIDES: dict[str, Any] = {
     "min_stop_words": None,
 }
 
+# documentation: identifiers are long words, code tokens and numbers are not alphabetic, `#` starts
+# shell and configuration comments and `...` a doctest continuation, reference lists are bullets
+DOCUMENTATION_OVERRIDES: dict[str, Any] = {
+    "max_avg_word_length": 15,
+    "min_alpha_words_ratio": 0.5,
+    "max_symbol_word_ratio": 0.5,
+    "max_ellipsis_lines_ratio": None,
+    "max_bullet_lines_ratio": None,
+}
+
 FILTER = QualityFilter(
     name="gopher_quality",
     config=GopherQualityConfig,
@@ -125,4 +135,9 @@ FILTER = QualityFilter(
     ),
     check=check,
     default_apply={PROSE: {}, **{key: ANSWER_OVERRIDES for key in ANSWERS}},
+    default_profiles={
+        "documentation": {PROSE: DOCUMENTATION_OVERRIDES},
+        "code": {PROSE: {"enabled": False}},
+        "conversation": {PROSE: {"min_doc_words": 20, "max_bullet_lines_ratio": None}},
+    },
 )

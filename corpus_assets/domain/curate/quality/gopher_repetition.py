@@ -159,6 +159,17 @@ CODE_OVERRIDES = {
     "dup_n_grams": [],
 }
 
+# documentation: reference pages repeat their structure (Syntax / Default / Context per directive,
+# "Return value: New reference." per function) and code samples repeat lines
+DOCUMENTATION_OVERRIDES = {
+    "dup_para_frac": 0.5,
+    "dup_para_char_frac": 0.4,
+    "dup_line_frac": 0.5,
+    "dup_line_char_frac": 0.4,
+    "top_n_grams": [[2, 0.3], [3, 0.28], [4, 0.26]],
+    "dup_n_grams": [[5, 0.35], [6, 0.34], [7, 0.33], [8, 0.32], [9, 0.31], [10, 0.30]],
+}
+
 FILTER = QualityFilter(
     name="gopher_repetition",
     config=GopherRepetitionConfig,
@@ -172,4 +183,5 @@ FILTER = QualityFilter(
     ),
     check=check,
     default_apply={PROSE: {}, CODE: CODE_OVERRIDES, **{key: ANSWER_OVERRIDES for key in ANSWERS}},
+    default_profiles={"documentation": {PROSE: DOCUMENTATION_OVERRIDES}, "code": {PROSE: CODE_OVERRIDES}},
 )

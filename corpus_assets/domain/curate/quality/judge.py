@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from corpus_assets.domain.canonical.records import Record
-from corpus_assets.domain.curate.quality.base import Reject
+from corpus_assets.domain.curate.quality.base import WEB, Reject
 from corpus_assets.domain.curate.quality.config import Plan, QualityConfigBase
 from corpus_assets.domain.curate.quality.stats import TextStats
 
@@ -50,11 +50,13 @@ def judge_text(
     *,
     lang: Optional[str] = None,
     apply_key: Optional[str] = None,
+    profile: Optional[str] = None,
 ) -> QualityVerdict:
     """Judge a plain text with the named text filters (run in ``FILTER_ORDER``, first failure
-    decides). Thresholds are the config's sections, with the overrides of ``apply_key`` if given.
-    ``lang`` (a langid label) gates the stop-word rule; ``None`` means unknown."""
-    plan = config.text_plan(filters, apply_key)
+    decides). Thresholds are the config's sections, with the overrides of ``apply_key`` if given
+    and the quality profile's for that key on top. ``lang`` (a langid label) gates the stop-word
+    rule; ``None`` means unknown."""
+    plan = config.text_plan(filters, apply_key, profile)
     return _run_text(text, plan, config, lang) or _passed(config)
 
 
@@ -78,10 +80,11 @@ def judged_text(record: Record) -> Optional[str]:
     raise TypeError(f"unknown payload kind {kind!r}")
 
 
-def judge_record(record: Record, config: QualityConfigBase) -> QualityVerdict:
+def judge_record(record: Record, config: QualityConfigBase, profile: str = WEB) -> QualityVerdict:
     """Judge a typed record with the filters ``config.apply`` declares for its
-    ``schema_type``/``domain``, on the text ``judged_text`` picks."""
-    plan = config.plan_for(record.schema_type, record.domain)
+    ``schema_type``/``domain``, with the thresholds of its source's quality ``profile``, on the
+    text ``judged_text`` picks."""
+    plan = config.plan_for(record.schema_type, record.domain, profile)
     text = judged_text(record)
     for check, cfg, version in plan.record_checks:
         try:

@@ -9,12 +9,13 @@ its ``FILTER`` here.
 
 from __future__ import annotations
 
-from corpus_assets.domain.curate.quality import c4, fineweb, gopher_quality, gopher_repetition, pair, sanity
+from corpus_assets.domain.curate.quality import c4, fineweb, gopher_quality, gopher_repetition, pair, sanity, structure
 from corpus_assets.domain.curate.quality.base import QualityFilter
 
 FILTERS: tuple[QualityFilter, ...] = (
     pair.FILTER,
     sanity.FILTER,
+    structure.FILTER,  # off unless a profile (documentation) switches it on
     gopher_quality.FILTER,
     gopher_repetition.FILTER,
     c4.FILTER,
