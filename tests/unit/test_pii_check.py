@@ -28,7 +28,7 @@ TEXTS = {
 @pytest.fixture
 def curate(tmp_path, monkeypatch):
     # quality is not under test here: every record passes it
-    monkeypatch.setattr(curated_layer, "judge_record", lambda record, config: SimpleNamespace(passed=True))
+    monkeypatch.setattr(curated_layer, "judge_record", lambda record, config, profile="web": SimpleNamespace(passed=True))
     store = LayerStore(tmp_path)
     rows = [record_to_row(make_record(SNAP, k, t)) for k, t in TEXTS.items()]
     with store.new_version(CANONICAL_RECORDS, SNAP, CANONICAL_TABLES, {"t": 1}) as w:
