@@ -5,6 +5,7 @@ and read what the Dagster UI rendered."""
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 import shutil
 import sys
 import tempfile
@@ -224,3 +225,24 @@ def keep_screenshots(folder: Path, test: str) -> list[Path]:
         kept.append(Path(shutil.copy2(shot, dest / shot.name)))
     print(f"screenshots of {test}: " + ", ".join(str(k) for k in kept))
     return kept
+
+
+@contextmanager
+def ui_session(browser: Browser, project: Path, folder: Path):
+    """dagster-webserver over ``project``'s workspace.yaml on a free loopback port and a fresh
+    headless chromium on it: yields (base URL, driver); both are stopped on the way out, and the
+    webserver's whole process group is gone when it returns."""
+    port = free_port()
+    log = folder / "webserver.log"
+    server = start_webserver(port, project, dict(os.environ), log)
+    driver = None
+    try:
+        wait_for_webserver(server, port, log)
+        driver = chrome(browser, fresh_profile_dir(folder / "chromium"))
+        driver.set_page_load_timeout(60)
+        yield f"http://127.0.0.1:{port}", driver
+    finally:
+        if driver is not None:
+            driver.quit()
+        stop_process_group(server)
+    assert server.returncode is not None

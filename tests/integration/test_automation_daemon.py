@@ -95,22 +95,11 @@ def _screenshot_the_tick(tmp_path: Path) -> None:
         print(f"automation tick screenshot skipped: {why}")
         return
     os.environ["SE_OFFLINE"] = "true"  # Selenium Manager must never go online
-    port = ui_browser.free_port()
-    log = tmp_path / "webserver.log"
-    server = ui_browser.start_webserver(port, PROJECT, dict(os.environ), log)
-    driver = None
-    try:
-        ui_browser.wait_for_webserver(server, port, log)
-        driver = ui_browser.chrome(browser, ui_browser.fresh_profile_dir(tmp_path / "chromium"))
-        driver.set_page_load_timeout(60)
-        driver.get(f"http://127.0.0.1:{port}/locations/corpus/sensors/release_rebuilds")
+    with ui_browser.ui_session(browser, PROJECT, tmp_path) as (base, driver):
+        driver.get(f"{base}/locations/corpus/sensors/release_rebuilds")
         ui_browser.settle_community_modal(driver)
         ui_browser.wait_for_text(driver, "the release_rebuilds tick that requested the rebuild",
                                  ["release_rebuilds", "1 run requested"], timeout=45)
         driver.save_screenshot(str(tmp_path / "automation_tick.png"))
-    finally:
-        if driver is not None:
-            driver.quit()
-        ui_browser.stop_process_group(server)
     ui_browser.keep_screenshots(tmp_path, "test_automation_daemon")
     assert (tmp_path / "automation_tick.png").stat().st_size > 10_000

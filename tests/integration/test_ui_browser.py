@@ -58,17 +58,8 @@ def test_asset_graph_and_release_pages_render_layers_and_latest_metadata(corpus_
     blocks = shards_md["blocks"].value
     lap("release built")
 
-    port = ui_browser.free_port()
-    log_path = tmp_path / "webserver.log"
-    server = ui_browser.start_webserver(port, PROJECT, dict(os.environ), log_path)
-    driver = None
-    try:
-        ui_browser.wait_for_webserver(server, port, log_path)
-        lap("webserver up")
-        base = f"http://127.0.0.1:{port}"
-        driver = ui_browser.chrome(browser, ui_browser.fresh_profile_dir(tmp_path / "chromium"))
-        driver.set_page_load_timeout(60)
-        lap("chromium up")
+    with ui_browser.ui_session(browser, PROJECT, tmp_path) as (base, driver):
+        lap("webserver and chromium up")
 
         # 1. the asset graph with every layer's group expanded: each group and each asset is drawn
         def all_nodes_drawn():
@@ -128,13 +119,8 @@ def test_asset_graph_and_release_pages_render_layers_and_latest_metadata(corpus_
         ui_browser.wait_for_text(driver, "dedup_clusters[r1] shown unsynced", ["Unsynced"])
         driver.save_screenshot(str(tmp_path / "unsynced_release.png"))
         lap("unsynced badge")
-    finally:
-        if driver is not None:
-            driver.quit()
-        ui_browser.stop_process_group(server)
-        lap("stopped")
-        print(f"timings (s since start): {timings}; screenshots in {tmp_path}")
+    lap("stopped")
+    print(f"timings (s since start): {timings}; screenshots in {tmp_path}")
     ui_browser.keep_screenshots(tmp_path, "test_ui_browser")
     for shot in ("asset_graph.png", "release_manifest.png", "packed_shards.png", "unsynced_release.png"):
         assert (tmp_path / shot).stat().st_size > 10_000, f"{shot} looks empty"
-    assert server.returncode is not None
