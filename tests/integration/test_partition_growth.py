@@ -1,0 +1,214 @@
+"""Partition growth: compaction keeps the ``snapshots`` partition set bounded without changing
+what releases select, and Dagster keeps working with tens of thousands of snapshot partitions.
+
+Compaction facts: old captures of a source fold into one partition (the range's newest
+capture, key kept), the replaced partitions leave the instance and the data root, a release
+rebuilt afterwards selects the same records with the same tokens, deletions reach the folded
+copies, and a release spec the fold would change stops the compaction or its own build with
+the reason."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import dagster as dg
+import pytest
+
+from http_fixture import serve_site
+from release_fixture import DOCS, ITERTOOLS, T0, TOKENIZER, tick_until_applied
+from test_crawl_schedule import _crawl_sources, _page, _registry, _tick
+from corpus_assets.domain.storage.catalog import Catalog
+from corpus_assets.domain.storage.layer_store import LayerStore
+
+RELEASE = ("split: {fractions: [0.6, 0.2, 0.2]}\n" + TOKENIZER
+           + "packing: {seq_len: 128, overlength: split, pad_token: '<|pad|>'}\nshards: {positions: 1024}\nrebuild: manual\n")
+SNAPSHOT_LAYERS = ("raw_snapshot", "canonical_records", "curated_records", "minhash_signatures")
+
+
+def _views(store: LayerStore, release: str) -> dict:
+    """record id -> what training reads of it (variant, split, tokens, labels); and the snapshot
+    each view names."""
+    rows = store.require_current("token_views", release).read_table("views").to_pylist()
+    return ({(r["record_id"], r["variant"]): (r["split"], r["input_ids"], r["loss_mask"], r["n_tokens"]) for r in rows},
+            {r["record_id"]: r["snapshot"] for r in rows})
+
+
+def _layer_versions(home, release: str) -> dict:
+    """The published build's ``layer_versions`` (every input layer version's content digest)."""
+    current = (home / "releases" / release / "CURRENT").read_text().strip()
+    return json.loads((home / "releases" / release / current / "manifest.json").read_text())["layer_versions"]
+
+
+def _build(defs, instance, name):
+    result = defs.resolve_job_def("release_job").execute_in_process(instance=instance, partition_key=name)
+    assert result.success
+    return result
+
+
+def _crawl_history(defs, instance, site, base):
+    """Four hourly crawls: everything; a removal, a rejected rewrite and a failed fetch; a new page
+    and an edit; a page back after its failure. Returns the four snapshot keys."""
+    keys = [_tick(defs, instance, "site", T0).key]
+    site["/venv.html"] = (404, {"Content-Type": "text/plain"}, b"gone")
+    site["/logging.html"] = _page("logging", "Moved to the new handbook.")
+    site["/pathlib.html"] = (500, {"Content-Type": "text/plain"}, b"try again later")
+    keys.append(_tick(defs, instance, "site", T0 + timedelta(hours=1)).key)
+    site["/itertools.html"] = _page("itertools", ITERTOOLS)
+    site["/"] = _page("Index", DOCS["gc"] + " Updated index page.", ["/venv.html", "/logging.html", "/pathlib.html",
+                                                                        "/itertools.html"])
+    keys.append(_tick(defs, instance, "site", T0 + timedelta(hours=2)).key)
+    site["/pathlib.html"] = _page("pathlib", DOCS["pathlib"] + " Revised.")
+    keys.append(_tick(defs, instance, "site", T0 + timedelta(hours=3)).key)
+    return keys
+
+
+def test_compacting_a_crawl_keeps_what_its_release_selects_and_deletions_reach_the_fold(corpus_env, tmp_path, monkeypatch):
+    from corpus_assets.definitions import build_definitions
+    from corpus_assets.domain.deletion.requests import file_request
+    from corpus_assets.domain.ingest.compacted import read_lineages
+    from corpus_assets.snapshot_compaction import compact_source
+
+    names = ["gc", "venv", "logging", "pathlib"]
+    site = {"/": _page("Index", DOCS["gc"], [f"/{n}.html" for n in names[1:]])}
+    site.update({f"/{n}.html": _page(n, DOCS[n]) for n in names[1:]})
+    rel = tmp_path / "releases"
+    rel.mkdir()
+    (rel / "crawl.yaml").write_text("name: crawl\nsnapshots: {sources: [site]}\n" + RELEASE)
+    monkeypatch.setenv("CORPUS_RELEASES", str(rel))
+    store = LayerStore(corpus_env)
+    with serve_site(site) as base, dg.instance_for_test() as instance:
+        _crawl_sources(tmp_path, base + "/")
+        defs = build_definitions()
+        _registry(defs, instance)
+        keys = _crawl_history(defs, instance, site, base)
+        instance.add_dynamic_partitions("releases", ["crawl"])
+        _build(defs, instance, "crawl")
+        before, where_before = _views(store, "crawl")
+        assert len(set(where_before.values())) > 1  # the release reads copies from several captures
+
+        lines = []
+        result = compact_source(instance, defs, store, "site", older_than=timedelta(days=30),
+                                now=T0 + timedelta(days=31), releases_dir=rel, log=lines.append)
+        # four partitions became one: the newest capture, which now holds the fold
+        assert instance.get_dynamic_partitions("snapshots") == [keys[-1]]
+        assert (result.partitions_before, result.partitions_after) == (4, 1)
+        for asset in SNAPSHOT_LAYERS:
+            assert store.partitions(asset) == [keys[-1]]
+            assert store.versions(asset, keys[-1]) == [store.current_version_name(asset, keys[-1])]
+        (lineage,) = read_lineages(store, "site").values()
+        assert lineage.replaces == tuple(keys[:-1]) and lineage.captures == keys
+        assert [c["snapshot"] for c in lineage.doc["captures"]] == keys
+        assert lineage.doc["left_out_items"]["superseded"] > 0  # older copies of re-captured pages
+        # failed fetches (pathlib's 500s, venv's 404 after its removal) are no news: left out, counted
+        failed = sum(c["status_counts"].get("http_error", 0) for c in lineage.doc["captures"])
+        assert failed == 3 and lineage.doc["left_out_items"]["no_news"] == failed
+        assert [c["kept_items"] for c in lineage.doc["captures"]] == [0, 2, 2, 1]
+        assert any("folds 3 older capture(s)" in line for line in lines)
+        # Dagster saw the rewrite: the folded partition's latest materialization is the compacted version
+        rec = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=dg.AssetKey("curated_records"),
+                                                                    asset_partitions=[keys[-1]]), limit=1).records[0]
+        assert rec.asset_materialization.tags["dagster/data_version"] == store.peek("curated_records", keys[-1]).content_digest
+
+        # the same release, rebuilt over the fold: the same records, views and tokens
+        _build(defs, instance, "crawl")
+        after, where_after = _views(store, "crawl")
+        assert after == before
+        assert set(where_after.values()) == {keys[-1]}
+        removed = f"site:{base}/venv.html"
+        assert removed not in {r for r, _ in after}  # still out: its removal is part of the fold
+
+        assert f"site:{base}/logging.html" not in {r for r, _ in after}  # its rejected rewrite too
+        # a deletion request reaches a folded copy
+        target = f"site:{base}/itertools.html"
+        assert target in {r for r, _ in after}
+        cat = Catalog.at(corpus_env / "catalog.duckdb")
+        request = file_request(cat, {"kind": "record", "record_id": target, "requester": "dpo@example.org",
+                                     "reason": "withdrawn by the author"})
+        tick_until_applied(defs, instance, cat, [request])
+        records = store.require_current("curated_records", keys[-1]).read_table("records").column("record_id").to_pylist()
+        assert target not in records and records
+        views, _ = _views(store, "crawl")
+        assert target not in {r for r, _ in views}
+
+
+def test_a_release_spec_the_fold_would_change_stops_it_and_a_spec_naming_a_folded_capture_fails_clearly(
+        corpus_env, tmp_path, monkeypatch):
+    from corpus_assets.definitions import build_definitions
+    from corpus_assets.domain.ingest.compaction import CompactionError
+    from corpus_assets.snapshot_compaction import compact_source
+
+    site = {"/": _page("Index", DOCS["gc"], ["/venv.html"]), "/venv.html": _page("venv", DOCS["venv"])}
+    rel = tmp_path / "releases"
+    rel.mkdir()
+    monkeypatch.setenv("CORPUS_RELEASES", str(rel))
+    store = LayerStore(corpus_env)
+    with serve_site(site) as base, dg.instance_for_test() as instance:
+        _crawl_sources(tmp_path, base + "/")
+        defs = build_definitions()
+        _registry(defs, instance)
+        k1 = _tick(defs, instance, "site", T0).key
+        site["/venv.html"] = _page("venv", DOCS["venv"] + " Edited.")
+        k2 = _tick(defs, instance, "site", T0 + timedelta(hours=1)).key
+        site["/venv.html"] = _page("venv", DOCS["venv"] + " Edited twice.")
+        k3 = _tick(defs, instance, "site", T0 + timedelta(hours=2)).key
+        # a window ending between two captures of the range: the fold cannot answer it
+        (rel / "window.yaml").write_text("name: window\nsnapshots: {sources: [site], until: '2026-11-29T15:30:00Z'}\n" + RELEASE)
+        with pytest.raises(CompactionError, match=r"window: the window since=- until=2026-11-29T15:30:00\+00:00 cuts"):
+            compact_source(instance, defs, store, "site", older_than=timedelta(days=1), now=T0 + timedelta(days=2),
+                           releases_dir=rel, log=lambda _m: None)
+        assert instance.get_dynamic_partitions("snapshots") == [k1, k2, k3]  # nothing changed
+        assert all(store.partitions(a) == [k1, k2, k3] for a in SNAPSHOT_LAYERS)
+        (rel / "window.yaml").unlink()
+        # naming the newest capture of a crawl explicitly: the fold changes what it holds
+        (rel / "pinned.yaml").write_text(f"name: pinned\nsnapshots: {{explicit: [{k3}]}}\n" + RELEASE)
+        with pytest.raises(CompactionError, match=f"pinned: names {k3}"):
+            compact_source(instance, defs, store, "site", older_than=timedelta(days=1), now=T0 + timedelta(days=2),
+                           releases_dir=rel, log=lambda _m: None)
+        (rel / "pinned.yaml").unlink()
+        compact_source(instance, defs, store, "site", older_than=timedelta(days=1), now=T0 + timedelta(days=2),
+                       releases_dir=rel, log=lambda _m: None)
+        assert instance.get_dynamic_partitions("snapshots") == [k3]
+        # a spec written afterwards that names a folded capture: its build fails with the reason
+        (rel / "old.yaml").write_text(f"name: old\nsnapshots: {{explicit: [{k1}]}}\n" + RELEASE)
+        instance.add_dynamic_partitions("releases", ["old"])
+        result = defs.resolve_job_def("release_job").execute_in_process(instance=instance, partition_key="old",
+                                                                          raise_on_error=False)
+        assert not result.success
+        from release_fixture import step_failure
+        assert f"snapshot {k1} was compacted into {k3}" in step_failure(result)
+        # and the rebuild sensor skips it with a warning instead of failing every release's tick
+        with dg.build_sensor_context(instance_ref=instance.get_ref(), definitions=defs) as ctx:
+            defs.resolve_sensor_def("release_rebuilds").evaluate_tick(ctx)
+
+
+def test_a_source_captured_whole_compacts_without_rewriting_and_its_release_is_byte_identical(corpus_env, tmp_path, monkeypatch):
+    import release_fixture as rf
+    from corpus_assets.definitions import build_definitions
+    from corpus_assets.snapshot_compaction import compact_source
+
+    rel = rf.setup_release(tmp_path, monkeypatch, RELEASE)
+    store = LayerStore(corpus_env)
+    with dg.instance_for_test() as instance:
+        defs = build_definitions()
+        rf.build_snapshots(defs, instance, minute=0)
+        docs = dict(rf.DOCS, itertools=rf.ITERTOOLS)
+        (tmp_path / "docs" / "docs.jsonl").write_text("".join(json.dumps({"id": k, "text": v}) + "\n" for k, v in docs.items()))
+        rf.build_snapshots(defs, instance, minute=10)
+        instance.add_dynamic_partitions("releases", ["r1"])
+        _build(defs, instance, "r1")
+        views_before = store.require_current("token_views", "r1").content_digest
+        manifest_before = _layer_versions(corpus_env, "r1")
+        newest = {s: max(k for k in instance.get_dynamic_partitions("snapshots") if k.startswith(s + "."))
+                  for s in ("site_docs", "site_chat")}
+        for source in ("site_docs", "site_chat"):
+            result = compact_source(instance, defs, store, source, older_than=timedelta(days=30),
+                                    now=rf.T0 + timedelta(days=40), releases_dir=rel, log=lambda _m: None)
+            assert result.compacted[0]["rewritten"] == {}  # the newest capture already is the fold
+        assert sorted(instance.get_dynamic_partitions("snapshots")) == sorted(newest.values())
+        _build(defs, instance, "r1")
+        assert store.require_current("token_views", "r1").content_digest == views_before
+        after = _layer_versions(corpus_env, "r1")
+        # the snapshot-layer versions the build reads are the ones it read before, less the replaced captures
+        kept = {k: v for k, v in manifest_before.items() if k.split("/", 1)[-1] in newest.values()}
+        assert {k: v for k, v in after.items() if "/" in k} == kept
