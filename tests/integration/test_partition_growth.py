@@ -212,3 +212,108 @@ def test_a_source_captured_whole_compacts_without_rewriting_and_its_release_is_b
         # the snapshot-layer versions the build reads are the ones it read before, less the replaced captures
         kept = {k: v for k, v in manifest_before.items() if k.split("/", 1)[-1] in newest.values()}
         assert {k: v for k, v in after.items() if "/" in k} == kept
+
+
+PARTITION_QUERY = """query($asset: String!, $p: String!) {
+  assetNodes(assetKeys: [{path: [$asset]}]) {
+    partitionStats { numPartitions numMaterialized numFailed }
+    assetPartitionStatuses { ... on DefaultPartitionStatuses { materializedPartitions unmaterializedPartitions } }
+    partitionKeyConnection(limit: 50, ascending: false) { results hasMore }
+    staleStatus(partition: $p)
+  }
+}"""
+
+
+RELEASE_STALE = """query($p: String!) {
+  assetNodes(assetKeys: [{path: ["dedup_clusters"]}]) { staleStatus(partition: $p) staleCauses(partition: $p) { category } }
+}"""
+
+
+def test_twenty_thousand_snapshot_partitions_keep_sensors_selection_and_the_ui_working(corpus_env, tmp_path, monkeypatch):
+    """20,000 registered snapshot partitions (2.3 years of hourly captures of one source) in a
+    real SQLite instance: the sensors tick, release selection picks the right snapshots, a
+    release builds, and the webserver's partition queries answer. Timings are printed (see
+    bench/bench_partitions.py for the 100k figures); nothing here asserts a duration."""
+    import os
+    import time
+
+    import release_fixture as rf
+    from conftest import PROJECT
+    from processes import free_port, graphql, start_webserver, stop_group, wait_for_webserver
+    from corpus_assets.definitions import build_definitions
+    from corpus_assets.domain.core.keys import snapshot_key
+    from corpus_assets.domain.deletion.requests import file_request
+    from corpus_assets.domain.release.spec import load_release_spec
+
+    rel = rf.setup_release(tmp_path, monkeypatch, RELEASE,
+                           sources_line="snapshots: {sources: [site_docs, site_chat], since: '2026-11-29T13:30:00Z'}\n")
+    timings = {}
+    with dg.DagsterInstance.get() as instance:  # sqlite under the test's DAGSTER_HOME, as the webserver reads it
+        defs = build_definitions()
+        rf.build_snapshots(defs, instance, minute=0)
+        materialized = sorted(instance.get_dynamic_partitions("snapshots"))
+        # hourly captures of site_docs before the release's window, never materialized
+        old = [snapshot_key("site_docs", rf.T0 - timedelta(hours=h)) for h in range(1, 20_001)]
+        start = time.monotonic()
+        for i in range(0, len(old), 1000):
+            instance.add_dynamic_partitions("snapshots", old[i:i + 1000])
+        timings["add 20k partitions (batches of 1000)"] = time.monotonic() - start
+        keys = instance.get_dynamic_partitions("snapshots")
+        assert len(keys) == 20_002
+
+        # selection over every registered key: the window keeps the two captures since 13:30
+        spec = load_release_spec(rel / "r1.yaml")
+        start = time.monotonic()
+        assert spec.snapshots.select(keys) == materialized
+        timings["select over 20,002 keys"] = time.monotonic() - start
+        window = spec.snapshots.model_copy(update={"since": rf.T0 - timedelta(hours=100), "until": rf.T0 - timedelta(hours=51)})
+        assert window.select(keys) == sorted(snapshot_key("site_docs", rf.T0 - timedelta(hours=h)) for h in range(51, 101))
+
+        cat = Catalog.at(corpus_env / "catalog.duckdb")
+        request = file_request(cat, {"kind": "record", "record_id": "site_docs:venv", "requester": "dpo@example.org",
+                                     "reason": "withdrawn by the author"})
+        ticks = {}
+        for name in ("release_specs", "captured_snapshots", "release_rebuilds", "deletion_requests"):
+            with dg.build_sensor_context(instance_ref=instance.get_ref(), definitions=defs) as ctx:
+                start = time.monotonic()
+                ticks[name] = defs.resolve_sensor_def(name).evaluate_tick(ctx)
+                timings[f"sensor {name} tick"] = time.monotonic() - start
+        assert [r.partitions_def_name for r in ticks["release_specs"].dynamic_partitions_requests] == ["releases"]
+        assert not ticks["captured_snapshots"].run_requests  # nothing captured waits; 20k never-captured keys are skipped
+        from corpus_assets.domain.deletion.requests import get
+        assert get(cat, request).status != "received", get(cat, request)  # the tick resolved it into tombstones
+        instance.add_dynamic_partitions("releases", ["r1"])
+        start = time.monotonic()
+        _build(defs, instance, "r1")
+        timings["release_job over 20,002 snapshot partitions"] = time.monotonic() - start
+        assert set(_views(LayerStore(corpus_env), "r1")[1].values()) <= set(materialized)
+        with dg.build_sensor_context(instance_ref=instance.get_ref(), definitions=defs) as ctx:
+            start = time.monotonic()
+            result = defs.resolve_sensor_def("release_rebuilds").evaluate_tick(ctx)
+            timings["sensor release_rebuilds tick (built)"] = time.monotonic() - start
+        assert [o.partition for o in result.asset_events] in ([], ["r1"])
+
+    port = free_port()
+    log = tmp_path / "webserver.log"
+    web = start_webserver(port, PROJECT, dict(os.environ), log)
+    try:
+        wait_for_webserver(web, port, log)
+        for asset in ("raw_snapshot", "curated_records", "minhash_signatures"):
+            start = time.monotonic()
+            (node,) = graphql(port, PARTITION_QUERY, {"asset": asset, "p": materialized[0]})["assetNodes"]
+            timings[f"graphql partitions of {asset}"] = time.monotonic() - start
+            assert node["partitionStats"] == {"numPartitions": 20_002, "numMaterialized": 2, "numFailed": 0}
+            assert sorted(node["assetPartitionStatuses"]["materializedPartitions"]) == materialized
+            assert len(node["assetPartitionStatuses"]["unmaterializedPartitions"]) == 20_000
+            conn = node["partitionKeyConnection"]
+            assert len(conn["results"]) == 50 and conn["hasMore"]
+            assert node["staleStatus"] == "FRESH"
+        # a release asset reads every snapshot partition (AllPartitionMapping): its partition page answers too
+        start = time.monotonic()
+        (node,) = graphql(port, RELEASE_STALE, {"p": "r1"})["assetNodes"]
+        timings["graphql staleStatus of dedup_clusters[r1]"] = time.monotonic() - start
+        assert node["staleStatus"] == "FRESH"
+    finally:
+        stop_group(web)
+    for what, seconds in timings.items():
+        print(f"partition growth: {what}: {seconds:.2f}s")
