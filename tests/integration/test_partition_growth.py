@@ -317,3 +317,26 @@ def test_twenty_thousand_snapshot_partitions_keep_sensors_selection_and_the_ui_w
         stop_group(web)
     for what, seconds in timings.items():
         print(f"partition growth: {what}: {seconds:.2f}s")
+
+
+def test_the_postgres_instance_config_is_valid_dagster_config_and_takes_its_connection_from_the_environment(monkeypatch):
+    """deploy/dagster.postgres.yaml passes Dagster's own instance-config schema (Postgres itself
+    is not needed), names no host or secret, and keeps every other setting of deploy/dagster.yaml."""
+    import yaml
+    from dagster._config import process_config, resolve_to_config_type
+    from dagster._core.instance.config import dagster_instance_config_schema
+
+    from conftest import PROJECT
+
+    config = yaml.safe_load((PROJECT / "deploy" / "dagster.postgres.yaml").read_text())
+    db = config["storage"]["postgres"]["postgres_db"]
+    assert {k: v for k, v in db.items() if k != "port"} == {
+        "hostname": {"env": "DAGSTER_PG_HOST"}, "username": {"env": "DAGSTER_PG_USER"},
+        "password": {"env": "DAGSTER_PG_PASSWORD"}, "db_name": {"env": "DAGSTER_PG_DB"}}
+    for var in ("DAGSTER_PG_HOST", "DAGSTER_PG_USER", "DAGSTER_PG_PASSWORD", "DAGSTER_PG_DB"):
+        monkeypatch.setenv(var, "x")
+    schema = resolve_to_config_type(dagster_instance_config_schema())
+    result = process_config(schema, config)
+    assert result.success, [e.message for e in result.errors]
+    shipped = yaml.safe_load((PROJECT / "deploy" / "dagster.yaml").read_text())
+    assert {k: v for k, v in config.items() if k != "storage"} == shipped
