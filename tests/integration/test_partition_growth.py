@@ -180,6 +180,19 @@ def test_a_release_spec_the_fold_would_change_stops_it_and_a_spec_naming_a_folde
         # and the rebuild sensor skips it with a warning instead of failing every release's tick
         with dg.build_sensor_context(instance_ref=instance.get_ref(), definitions=defs) as ctx:
             defs.resolve_sensor_def("release_rebuilds").evaluate_tick(ctx)
+        (rel / "old.yaml").unlink()
+        # the same month again, one capture later: the compacted partition folds with it, lineage merged
+        site["/venv.html"] = _page("venv", DOCS["venv"] + " Edited three times.")
+        k4 = _tick(defs, instance, "site", T0 + timedelta(hours=3)).key
+        compact_source(instance, defs, store, "site", older_than=timedelta(days=1), now=T0 + timedelta(days=2),
+                       releases_dir=rel, log=lambda _m: None)
+        assert instance.get_dynamic_partitions("snapshots") == [k4]
+        from corpus_assets.domain.ingest.compacted import read_lineages
+        (lineage,) = read_lineages(store, "site").values()
+        assert lineage.snapshot == k4 and lineage.replaces == (k1, k2, k3)
+        assert [c["snapshot"] for c in lineage.doc["captures"]] == [k1, k2, k3, k4]
+        texts = store.require_current("curated_records", k4).read_table("records").column("text").to_pylist()
+        assert len(texts) == 2 and any(t.endswith("Edited three times.") for t in texts)
 
 
 def test_a_source_captured_whole_compacts_without_rewriting_and_its_release_is_byte_identical(corpus_env, tmp_path, monkeypatch):
@@ -340,3 +353,33 @@ def test_the_postgres_instance_config_is_valid_dagster_config_and_takes_its_conn
     assert result.success, [e.message for e in result.errors]
     shipped = yaml.safe_load((PROJECT / "deploy" / "dagster.yaml").read_text())
     assert {k: v for k, v in config.items() if k != "storage"} == shipped
+
+
+def test_ranges_are_calendar_months_of_captures_older_than_the_cutoff():
+    from datetime import datetime, timezone
+
+    from corpus_assets.domain.ingest.compaction import compaction_ranges
+
+    keys = ["s.20261030T230000", "s.20261031T230000", "s.20261101T000000", "s.20261115T000000",
+            "s.20261120T000000", "s.20261201T000000", "s.20261202T000000"]
+    cutoff = datetime(2026, 11, 20, tzinfo=timezone.utc)  # the capture at the cutoff itself is not older
+    assert compaction_ranges(keys, cutoff) == [keys[0:2], keys[2:4]]
+    assert compaction_ranges(keys[:1] + keys[2:3], cutoff) == []  # one capture a month: nothing to fold
+
+
+def test_selection_problems_name_the_compacted_snapshot_and_what_to_do():
+    from corpus_assets.domain.ingest.compacted import Lineage, selection_problems
+    from corpus_assets.domain.release.spec import SnapshotSelection
+
+    lin = {"s.20261130T230000": Lineage("s.20261130T230000", "s", ("s.20261101T000000", "s.20261115T000000"), {})}
+    ok = [SnapshotSelection(sources=["s"]), SnapshotSelection(sources=["s"], until="2026-11-30T23:00:00Z"),
+          SnapshotSelection(sources=["s"], since="2026-12-01T00:00:00Z"), SnapshotSelection(sources=["other"], retain="union"),
+          SnapshotSelection(explicit=["s.20261130T230000"])]
+    assert [selection_problems(sel, lin) for sel in ok] == [[]] * len(ok)
+    (p,) = selection_problems(SnapshotSelection(explicit=["s.20261115T000000"]), lin)
+    assert p == ("snapshot s.20261115T000000 was compacted into s.20261130T230000 (captures s.20261101T000000 .. "
+                 "s.20261130T230000); name s.20261130T230000 instead")
+    (p,) = selection_problems(SnapshotSelection(sources=["s"], since="2026-11-10T00:00:00Z"), lin)
+    assert "cuts compacted snapshot s.20261130T230000" in p and "move the bound before 2026-11-01T00:00:00+00:00" in p
+    (p,) = selection_problems(SnapshotSelection(sources=["s"], retain="union"), lin)
+    assert p.startswith("retain: union needs every accepted copy of source s")

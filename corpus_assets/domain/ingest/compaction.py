@@ -312,11 +312,11 @@ def _write_layer(store: LayerStore, la, plan: CompactionPlan, upstream: Optional
 
 def _lineage_doc(store: LayerStore, plan: CompactionPlan, versions: Mapping[str, str]) -> dict:
     captures = []
-    for lin in plan.earlier.values():
-        captures.extend(c for c in lin.doc["captures"] if c["snapshot"] != lin.snapshot)
+    for lin in plan.earlier.values():  # a partition compacted before: its captures as its lineage lists them
+        captures.extend({**c, "compacted_into": lin.snapshot} for c in lin.doc["captures"])
     for key in plan.captures:
-        if key in plan.earlier and key != plan.target:
-            continue  # listed through its own lineage, plus its fold below
+        if key in plan.earlier:
+            continue
         raw = store.open_version(RAW_SNAPSHOT, key, plan.read_versions[key][RAW_SNAPSHOT])
         canon = store.open_version(CANONICAL_RECORDS, key, plan.read_versions[key][CANONICAL_RECORDS])
         cur = store.open_version(CURATED_RECORDS, key, plan.read_versions[key][CURATED_RECORDS])
