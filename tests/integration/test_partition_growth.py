@@ -383,3 +383,12 @@ def test_selection_problems_name_the_compacted_snapshot_and_what_to_do():
     assert "cuts compacted snapshot s.20261130T230000" in p and "move the bound before 2026-11-01T00:00:00+00:00" in p
     (p,) = selection_problems(SnapshotSelection(sources=["s"], retain="union"), lin)
     assert p.startswith("retain: union needs every accepted copy of source s")
+
+
+def test_the_cli_refuses_an_age_it_cannot_read(capsys):
+    from corpus_assets.cli import main
+    from corpus_assets.snapshot_compaction import parse_age
+
+    assert parse_age("30d") == timedelta(days=30) and parse_age("12h") == timedelta(hours=12)
+    assert main(["compact-snapshots", "--source", "site", "--older-than", "a month"]) == 2
+    assert "--older-than 'a month': give a whole number with h, d or w, e.g. 30d" in capsys.readouterr().err

@@ -305,7 +305,11 @@ def _write_layer(store: LayerStore, la, plan: CompactionPlan, upstream: Optional
         manifest = {k: val for k, val in target_v.manifest.items() if k not in _MANIFEST_KEYS}
         for mkey, (table, column) in la.manifest_counts.items():
             manifest[mkey] = values[(table, column)].get("", 0) if column is None else dict(sorted(values[(table, column)].items()))
-        manifest["compaction"] = {"replaces": plan.replaces, "from_versions": {
+        if "items_in" in manifest:  # canonical: one decision per raw item
+            manifest["items_in"] = len(renumber)
+        # the registry's counts above are recomputed; other report fields (template and profile
+        # statistics, decontamination coverage) are the newest capture's, and say so
+        manifest["compaction"] = {"replaces": plan.replaces, "report_fields_as_of": plan.target, "from_versions": {
             k: store.open_version(la.asset, k, plan.read_versions[k][la.asset]).content_digest for k in plan.captures}}
         return w.commit(extra_manifest=manifest)
 
