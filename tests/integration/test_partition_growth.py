@@ -392,3 +392,21 @@ def test_the_cli_refuses_an_age_it_cannot_read(capsys):
     assert parse_age("30d") == timedelta(days=30) and parse_age("12h") == timedelta(hours=12)
     assert main(["compact-snapshots", "--source", "site", "--older-than", "a month"]) == 2
     assert "--older-than 'a month': give a whole number with h, d or w, e.g. 30d" in capsys.readouterr().err
+
+
+def test_lineage_lives_in_the_bucket_and_a_replaced_lineage_reaches_another_machine(s3_env, tmp_path):
+    """With an object-store data root the lineage is a sealed tree in the bucket: a machine with an
+    empty cache reads it, and compacting the month again replaces it (sealed trees are immutable)."""
+    from corpus_assets.domain.ingest.compacted import LINEAGE_FORMAT, read_lineages, write_lineage
+    from corpus_assets.domain.storage.object_store import ObjectStore
+
+    url = f"s3://{s3_env.new_bucket()}/corpus/home"
+    doc = {"format": LINEAGE_FORMAT, "snapshot": "s.20261130T230000", "source": "s", "captures": [],
+           "replaces": ["s.20261101T000000"]}
+    write_lineage(LayerStore(tmp_path / "a", remote=ObjectStore(url)), doc)
+    assert read_lineages(LayerStore(tmp_path / "b", remote=ObjectStore(url)))["s.20261130T230000"].replaces == (
+        "s.20261101T000000",)
+    write_lineage(LayerStore(tmp_path / "a", remote=ObjectStore(url)),
+                  dict(doc, replaces=["s.20261101T000000", "s.20261115T000000"]))
+    (lin,) = read_lineages(LayerStore(tmp_path / "c", remote=ObjectStore(url))).values()
+    assert lin.replaces == ("s.20261101T000000", "s.20261115T000000")

@@ -68,8 +68,11 @@ def lineage_rel(snapshot: str) -> str:
 
 
 def write_lineage(store: LayerStore, doc: Mapping) -> None:
-    """Write (replace) the lineage tree of ``doc['snapshot']`` and seal it."""
+    """Write (replace) the lineage tree of ``doc['snapshot']`` and seal it. Sealed trees are
+    immutable in an object store, so a replaced lineage is dropped first."""
     rel = lineage_rel(doc["snapshot"])
+    if doc["snapshot"] in store.trees(COMPACTIONS):
+        store.drop_tree(rel)
     d = store.home / rel
     d.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(d / LINEAGE_FILE, canonical_json(dict(doc)))
