@@ -6,6 +6,9 @@
     corpus layers               list current layer versions under $CORPUS_HOME
     corpus partitions [prune]   list (prune: remove) partition keys that are not valid keys, e.g.
                                 added by hand in the UI
+    corpus compact-snapshots --source S --older-than 30d [--dry-run]
+                                fold each month of S's captures older than the cutoff into the
+                                month's newest capture; remove the others (partitions and layers)
     corpus cache prune          object-store data root: drop cached versions the store no longer
                                 holds and apply revocations to cached release builds
     corpus releases [NAME]      the release registry: published / superseded / revoked versions
@@ -250,6 +253,28 @@ def _cmd_partitions(args) -> int:
     return 0
 
 
+def _cmd_compact_snapshots(args) -> int:
+    """Bound the snapshot partition count: corpus_assets/snapshot_compaction.py."""
+    import dagster as dg
+
+    from corpus_assets.definitions import build_definitions
+    from corpus_assets.domain.core.settings import corpus_home, releases_dir
+    from corpus_assets.domain.ingest.compaction import CompactionError
+    from corpus_assets.domain.storage.layer_store import LayerStore
+    from corpus_assets.snapshot_compaction import compact_source, parse_age
+
+    age = parse_age(args.older_than)
+    defs = build_definitions()
+    with dg.DagsterInstance.get() as instance:
+        try:
+            compact_source(instance, defs, LayerStore.from_env(corpus_home()), args.source, older_than=age,
+                           releases_dir=releases_dir(), dry_run=args.dry_run)
+        except CompactionError as exc:
+            print(f"corpus compact-snapshots: REFUSED: {exc}", file=sys.stderr)
+            return 1
+    return 0
+
+
 def _cmd_verify(args) -> int:
     from corpus_assets.domain.release.publish import ReleaseVerificationError, verify_release
     from corpus_assets.domain.release.signing import SignatureError, SigningKeyError
@@ -429,6 +454,11 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("partitions", help="list dynamic partition keys that are not valid keys; `prune` removes them")
     p.add_argument("action", nargs="?", choices=["prune"], default=None)
     p.set_defaults(func=_cmd_partitions)
+    p = sub.add_parser("compact-snapshots", help="fold old captures of a source into one partition per month")
+    p.add_argument("--source", required=True)
+    p.add_argument("--older-than", required=True, help="age of the captures to compact: e.g. 30d, 12h, 2w")
+    p.add_argument("--dry-run", action="store_true", help="say what would be folded; change nothing")
+    p.set_defaults(func=_cmd_compact_snapshots)
     p = sub.add_parser("layers", help="list the current layer versions")
     p.set_defaults(func=_cmd_layers)
     p = sub.add_parser("cache", help="object-store data root: prune the local cache (see docs/operations.md)")

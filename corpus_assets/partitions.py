@@ -3,6 +3,10 @@
 - ``snapshots``: one key per captured source snapshot, ``<source_id>.<YYYYMMDDTHHMMSS>`` (UTC).
 - ``releases``: one key per release spec ``releases/<name>.yaml`` (used from the dedup layer on).
 
+The ``snapshots`` set is kept bounded by compaction (``corpus compact-snapshots``,
+``corpus_assets/snapshot_compaction.py``): old captures of a source fold into one partition per
+month and their keys are deleted (docs/operations.md#partition-growth-and-instance-storage).
+
 Keys are validated (corpus_assets.domain.core.keys) before any asset turns them into paths. The
 project's sensors, schedules and CLI only ever add valid keys; the UI's "Add partition" accepts
 anything, so ``invalid_keys`` finds what does not belong (``corpus partitions prune`` removes it).

@@ -27,6 +27,7 @@ from corpus_assets.domain.deletion.requests import pending
 from corpus_assets.domain.deletion.tombstones import tombstone_generation
 from corpus_assets.domain.layers import registry
 from corpus_assets.domain.layers.registry import RELEASE_INPUTS, RELEASE_MANIFEST
+from corpus_assets.domain.ingest.compacted import CompactedSelectionError
 from corpus_assets.domain.release.freshness import INPUTS, fingerprint, input_components, what_changed
 from corpus_assets.domain.release.registry import registry as release_registry
 from corpus_assets.domain.release.spec import discover_release_specs
@@ -111,7 +112,11 @@ def release_rebuilds_sensor(context: dg.SensorEvaluationContext):
         spec = specs.get(name)
         if spec is None:
             continue
-        inputs = input_components(store, spec, generation)
+        try:
+            inputs = input_components(store, spec, generation)
+        except CompactedSelectionError as exc:  # the spec names what compaction folded: the other releases go on
+            context.log.warning(f"{name}: {exc}")
+            continue
         built, _ = _last_build_inputs(instance, name)
         reasons = what_changed(built, inputs) if built is not None else ["never built"]
         current = fingerprint(inputs)

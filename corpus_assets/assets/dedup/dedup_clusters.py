@@ -3,6 +3,7 @@
 import dagster as dg
 
 from corpus_assets.domain.dedup.clusters_layer import DEDUP_CODE_VERSION, build_dedup
+from corpus_assets.domain.ingest.compacted import select_snapshots
 from corpus_assets.domain.layers.registry import CANONICAL_RECORDS, CURATED_RECORDS, MINHASH_SIGNATURES
 from corpus_assets.metadata import markdown_table, ratio, version_metadata
 from corpus_assets.assets.releases.release_inputs import release_inputs
@@ -42,7 +43,7 @@ def dedup_clusters(
     spec = releases.spec(name)
     policy = spec.dedup  # typed and checked when the spec was read
     store = storage.store()
-    snapshots = spec.snapshots.select(store.partitions(MINHASH_SIGNATURES))
+    snapshots = select_snapshots(spec.snapshots, store)  # refuses a selection compaction changed
     if not snapshots:
         raise ValueError(f"release {name!r} selects no snapshot with materialized minhash_signatures")
     declared = sources.load().sources

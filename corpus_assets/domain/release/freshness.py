@@ -15,7 +15,8 @@ from typing import Any, Optional
 
 from corpus_assets.domain.core.hashing import canonical_digest
 from corpus_assets.domain.layers import registry
-from corpus_assets.domain.layers.registry import MINHASH_SIGNATURES, Partitioning
+from corpus_assets.domain.ingest.compacted import select_snapshots
+from corpus_assets.domain.layers.registry import Partitioning
 from corpus_assets.domain.storage.layer_store import UNPARTITIONED, LayerStore
 
 __all__ = ["INPUTS", "INPUTS_FINGERPRINT", "input_components", "fingerprint", "what_changed"]
@@ -35,7 +36,7 @@ def input_components(store: LayerStore, spec, tombstone_generation: int,
     """What a rebuild of ``spec`` (a ``ReleaseSpec``) would read now, as digests; ``snapshots``:
     the snapshots a build did read (its dedup version's), instead of what the spec selects now."""
     if snapshots is None:
-        snapshots = spec.snapshots.select(store.partitions(MINHASH_SIGNATURES))
+        snapshots = select_snapshots(spec.snapshots, store)
     return {
         "spec": canonical_digest(spec.as_written()),
         "snapshots": {key: {la.asset: _digest(store, la.asset, key) for la in registry.snapshot_layers()}
