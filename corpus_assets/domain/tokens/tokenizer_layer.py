@@ -263,5 +263,6 @@ def _origin_line(p: Mapping[str, Any]) -> str:
     if p["how"] == FROZEN:
         return f"frozen: {learnt} by an earlier build"
     if p["how"] == TRAINED:
-        return "trained on the train split" + (f" (retrained: {p['retrained_because']})" if p.get("retrained_because") else "")
+        return (f"trained on this build's train split ({p.get('training_records')} records)"
+                + (f"; retrained: {p['retrained_because']}" if p.get("retrained_because") else ""))
     return learnt
