@@ -110,7 +110,8 @@ def test_increment_rebuild_keeps_a_frozen_tokenizer_and_tokenizes_only_new_recor
         assert tok2.version == tok1.version and tok2.manifest["tokenizer_digest"] == tok1.manifest["tokenizer_digest"]
         assert tok2.manifest["provenance"]["splits_version"] == splits1
         assert _md(second, "tokenizer")["how"].value == "frozen"
-        assert "frozen: reusing version" in logs and "not retrained" in logs and "trained on" not in logs.split("frozen:")[0]
+        assert "frozen: reusing version" in logs and "not retrained" in logs
+        assert "training records" not in logs  # what a training run logs: "trained on N training records"
         prov = manifest2["tokenizer"]["provenance"]
         assert prov["how"] == "frozen" and prov["trained_on_splits_version"] == splits1 != splits2
         assert prov["tokenizer_version"] == tok1.content_digest and prov["release"] == "r1"
