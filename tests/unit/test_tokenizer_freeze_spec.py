@@ -94,3 +94,27 @@ def test_training_settings_are_what_freeze_compares():
                    {"train": {"vocab_size": 300}, "special_tokens": ["<|endoftext|>", "<|pad|>"]},
                    {"train": {"vocab_size": 300}, "special_tokens": ["<|pad|>", "<|endoftext|>"]}):
         assert TokenizerSpec.model_validate(change).training_settings() != a.training_settings(), change
+
+
+def _version(manifest: dict):
+    from corpus_assets.domain.storage.layer_store import LayerVersion
+
+    base = {"content_digest": "c" * 64, "tokenizer_digest": "d" * 64, "vocab_size": 300}
+    return LayerVersion(Path("/nonexistent"), "tokenizer", "r1", "c" * 16, {**base, **manifest})
+
+
+def test_tokenizer_versions_written_before_provenance_still_say_where_their_ids_come_from():
+    from corpus_assets.domain.release.manifest import TokenizerInfo
+    from corpus_assets.domain.tokens.tokenizer_layer import tokenizer_info
+
+    trained = _version({"trained_on": "train split", "training_records": 5, "splits_version": "a" * 64})
+    here = tokenizer_info(trained, "a" * 64)
+    assert here["provenance"]["how"] == "trained" and "5 records" in here["origin"]
+    later = tokenizer_info(trained, "b" * 64)  # a later build: its splits are not what the tokenizer learnt from
+    assert later["provenance"] == {"how": "frozen", "tokenizer_version": "c" * 64, "release": "r1",
+                                   "trained_on_splits_version": "a" * 64, "training_records": 5}
+    assert later["origin"].startswith("frozen: ")
+    loaded = tokenizer_info(_version({"loaded_from": "tok.json"}), "a" * 64)
+    assert loaded["provenance"] == {"how": "loaded", "tokenizer_version": "c" * 64, "loaded_from": "tok.json"}
+    for info in (here, later, loaded):
+        TokenizerInfo.model_validate(info)  # what the release manifest's schema accepts
