@@ -26,12 +26,14 @@ from corpus_assets.domain.layers.registry import (
     MIXTURE_PLAN,
     PACKED_SHARDS,
     RAW_SNAPSHOT,
+    SPLITS,
     TOKEN_VIEWS,
     TOKENIZER,
     BuildId,
     Partitioning,
 )
 from corpus_assets.domain.storage.layer_store import UNPARTITIONED, LayerStore, LayerVersion
+from corpus_assets.domain.tokens.tokenizer_layer import tokenizer_info
 
 
 def release_snapshots(dedup: LayerVersion) -> list[str]:
@@ -203,8 +205,8 @@ def gather_release_inputs(
                   "benchmarks": registry_version.manifest.get("benchmarks", {}),
                   "detector": _portable(curated_spec.get("curation", {}).get("decontam", {})),
                   **_decontam_findings({s: vs[CURATED_RECORDS] for s, vs in snap_layers.items()})}
-    tokenizer = {"digest": tok["tokenizer_digest"], "vocab_size": tok["vocab_size"],
-                 "origin": tok.get("loaded_from") and f"loaded from {tok['loaded_from']}" or f"trained on {tok.get('trained_on', '')}"}
+    # digest, vocabulary, origin and provenance: trained here, frozen from an earlier build, loaded, from a build
+    tokenizer = tokenizer_info(layers[TOKENIZER], layers[SPLITS].content_digest)
     shards = []
     for r in layers[PACKED_SHARDS].read_table("shards").to_pylist():
         meta = json.loads(r["meta_json"])

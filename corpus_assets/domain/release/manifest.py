@@ -33,6 +33,7 @@ __all__ = [
     "StageCount",
     "DedupInfo",
     "EvaluationInfo",
+    "TokenizerProvenance",
     "TokenizerInfo",
     "ShardEntry",
     "SplitStats",
@@ -114,10 +115,32 @@ class EvaluationInfo(_Model):
     )
 
 
+class TokenizerProvenance(_Model):
+    """Where the build's token ids come from (docs/tokens.md#tokenizer-layer)."""
+
+    how: Literal["loaded", "trained", "frozen", "from_build"] = Field(
+        description="loaded: from a tokenizer.json; trained: on this build's training split; frozen: kept from an "
+                    "earlier build of the release (tokenizer.freeze), trained on the splits version named; "
+                    "from_build: the tokenizer of the published build named")
+    tokenizer_version: str = Field(pattern=_HEX64, description="content digest of the tokenizer layer version that "
+                                   "holds it (for from_build: the named build's)")
+    loaded_from: Optional[str] = Field(default=None, description="the tokenizer.json it was loaded from")
+    release: Optional[str] = Field(default=None, description="the release whose training split it was trained on")
+    trained_on_splits_version: Optional[str] = Field(default=None, pattern=_HEX64,
+                                                     description="content digest of the splits version it was trained on")
+    training_records: Optional[int] = Field(default=None, ge=0)
+    from_build: Optional[str] = Field(default=None, description="'<release>@<build id>' (tokenizer.from_build)")
+    retrained_because: Optional[str] = Field(
+        default=None, description="a frozen tokenizer was replaced by this build's training: which settings changed")
+
+
 class TokenizerInfo(_Model):
     digest: str
     vocab_size: int = Field(ge=1)
-    origin: str = Field(description="a tokenizer.json path, or 'train' (trained on the training split)")
+    origin: str = Field(description="one line: loaded from a tokenizer.json, trained on the training split, frozen "
+                        "(trained by an earlier build) or taken from a build")
+    provenance: Optional[TokenizerProvenance] = Field(
+        default=None, description="where the token ids come from (absent only in manifests written before it existed)")
 
 
 class ShardEntry(_Model):

@@ -124,7 +124,8 @@ class ReleaseSpec(BaseModel):
     dedup: ReleaseDedupPolicy = Field(default_factory=ReleaseDedupPolicy, description="exact and near-duplicate policy")
     split: SplitPolicy = Field(default_factory=SplitPolicy, description="train / validation / test assignment")
     tokenizer: Optional[TokenizerSpec] = Field(
-        default=None, description="a tokenizer.json path or BPE training (absent: the tokenizer asset refuses to run)")
+        default=None, description="a tokenizer.json path, BPE training (optionally frozen after the first build) or "
+                                  "a published build's tokenizer (absent: the tokenizer asset refuses to run)")
     token_views: TokenViewPolicy = Field(default_factory=TokenViewPolicy, description="chat template and label policy")
     mixture: Optional[MixtureSpec] = Field(
         default=None, description="sampling plan of the training split (absent: natural distribution, read once)")
@@ -169,7 +170,7 @@ class ReleaseSpec(BaseModel):
                 out.append((("tokenizer", "path"), f"{path}: no such file{where}", str(tok.path)))
             elif not path.is_file():
                 out.append((("tokenizer", "path"), f"{path}: not a file", str(tok.path)))
-        if tok is not None:
+        if tok is not None and tok.from_build is None:  # from_build: the named build's template (checked when built)
             if tok.chat_template_version not in CHAT_TEMPLATES:
                 out.append((("tokenizer", "chat_template_version"),
                             f"unknown chat template {tok.chat_template_version!r}; known: {sorted(CHAT_TEMPLATES)}",
@@ -206,7 +207,8 @@ class ReleaseSpec(BaseModel):
         """The ``tokenizer`` section; a ``ConfigError`` naming the file and section when it is absent."""
         if self.tokenizer is None:
             origin = f"releases/{self.name}.yaml"
-            msg = "the spec has no tokenizer section; give 'path' (a tokenizer.json) or 'train' (byte-level BPE settings)"
+            msg = ("the spec has no tokenizer section; give 'path' (a tokenizer.json), 'train' (byte-level BPE settings, "
+                   "optionally with 'freeze: true') or 'from_build' ('<release>@<build id>')")
             raise ConfigError(f"{origin}: tokenizer: {msg}", origin=origin, problems=[ConfigProblem("tokenizer", msg)])
         return self.tokenizer
 

@@ -233,7 +233,7 @@ def _write_views(store: LayerStore, release: str, policy: TokenViewPolicy, tok: 
                              domain=record.domain, lang=record.lang)
                 if key in index:
                     stats.reused_records += 1
-                    rows = cached.take(pa.array(index[key], pa.int64()))
+                    rows = _cached_rows(cached, index[key])
                     parts.append(_with_identity(rows.drop_columns(["cache_key"]), record, split, key))
                     _count(stats, split, record.source_id, rows)
                     # the same decision as tokenizing it here: a cache hit never changes a byte
@@ -254,7 +254,7 @@ def _write_views(store: LayerStore, release: str, policy: TokenViewPolicy, tok: 
                 decided.append(decision(stage="token_views", action="accept",
                                         tokens_out=int(pc.sum(table.column("n_tokens")).as_py()), **about))
             if parts:
-                w.write("views", pa.concat_tables(parts))
+                w.write("views", pa.concat_tables(parts).combine_chunks())  # one batch, not one per record
             w.write(DECISIONS_TABLE, decided)
             done += len(chunk)
             if progress is not None:
@@ -262,6 +262,16 @@ def _write_views(store: LayerStore, release: str, policy: TokenViewPolicy, tok: 
         report = _report(stats, tok, pver, total, unassigned)
         version = w.commit(extra_manifest={"report": {k: v for k, v in report.items() if k not in ("tokenized_records", "reused_records")}})
     return version, report
+
+
+def _cached_rows(cached: pa.Table, rows: list[int]) -> pa.Table:
+    """One record's cached views: a zero-copy slice when they are adjacent (the spill writes a
+    record's views together), else a take — which concatenates every chunk of ``cached``, i.e.
+    costs the whole spill file per call (issue 18: it made a cache hit slower than tokenizing)."""
+    start = rows[0]
+    if rows == list(range(start, start + len(rows))):
+        return cached.slice(start, len(rows))
+    return cached.take(pa.array(rows, pa.int64()))
 
 
 def _key(record: Record, tok: FrozenTokenizer, pver: str) -> str:

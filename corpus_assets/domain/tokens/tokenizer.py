@@ -1,9 +1,11 @@
 """The release tokenizer: frozen, and identified by a digest.
 
-``TokenizerSpec`` names a ``tokenizer.json`` on disk (``path``; nothing is fetched from a hub) or a
-byte-level BPE to learn (``train``; the caller passes only training-split texts). Either way the
-result is a ``FrozenTokenizer`` whose ``digest`` covers the canonical ``tokenizer.json``, the
-special tokens, the eos token and the chat template version: equal digests, equal token ids.
+``TokenizerSpec`` names a ``tokenizer.json`` on disk (``path``; nothing is fetched from a hub), a
+byte-level BPE to learn (``train``; the caller passes only training-split texts; ``freeze: true``
+keeps the first trained one for later builds) or the tokenizer of a published build
+(``from_build: <release>@<build id>``). Either way the result is a ``FrozenTokenizer`` whose
+``digest`` covers the canonical ``tokenizer.json``, the special tokens, the eos token and the chat
+template version: equal digests, equal token ids.
 
 Details: docs/tokens.md#tokenizer
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
@@ -20,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
 from corpus_assets.domain.core.errors import CorpusError
+from corpus_assets.domain.core.keys import validate_release_name
 
 DIGEST_FORMAT = "corpus-tokenizer/1"
 N_BYTES = 256
@@ -44,12 +48,26 @@ class BpeTrainSpec(BaseModel):
     max_token_length: Optional[int] = Field(default=None, ge=1, description="longest learnt token, in characters")
 
 
+_FROM_BUILD = re.compile(r"^(?P<release>[^@\s]+)@(?P<build>[0-9a-f]{64})$")
+# the fields a build of the tokenizer depends on; ``freeze`` reuses a stored one only while they are unchanged
+TRAINING_SETTINGS = ("train", "special_tokens", "eos_token", "chat_template_version")
+
+
 class TokenizerSpec(BaseModel):
-    """Exactly one of ``path`` (a HuggingFace tokenizer.json) or ``train`` (learn byte-level BPE)."""
+    """Exactly one of ``path`` (a HuggingFace tokenizer.json), ``train`` (learn byte-level BPE;
+    with ``freeze`` only once) or ``from_build`` (the tokenizer of a published build)."""
 
     model_config = ConfigDict(extra="forbid")
     path: Optional[Path] = None
     train: Optional[BpeTrainSpec] = None
+    freeze: bool = Field(
+        default=False,
+        description="with train: later builds of the release reuse the stored trained tokenizer (same digest) "
+                    "while train, special_tokens, eos_token and chat_template_version are unchanged")
+    from_build: Optional[str] = Field(
+        default=None,
+        description="'<release>@<build id>': the tokenizer a published build was made with (special tokens, "
+                    "eos token and chat template come with it)")
     special_tokens: list[str] = Field(default_factory=lambda: ["<|endoftext|>"])
     eos_token: str = "<|endoftext|>"
     chat_template_version: str = "chatml-1"
@@ -72,10 +90,45 @@ class TokenizerSpec(BaseModel):
             raise ValueError("chat_template_version must not be empty")
         return v
 
+    @field_validator("from_build")
+    @classmethod
+    def _build_ref(cls, v: Optional[str]) -> Optional[str]:
+        if v is None:
+            return v
+        m = _FROM_BUILD.match(v)
+        if m is None:
+            raise ValueError(f"{v!r} is not '<release>@<build id>' (the build id is the 64 hex digits of a published "
+                             "build, e.g. from `corpus releases <release>`)")
+        validate_release_name(m["release"])
+        return v
+
+    def build_ref(self) -> tuple[str, str]:
+        """``from_build`` as (release, build id)."""
+        if self.from_build is None:
+            raise ValueError("this tokenizer spec has no 'from_build'")
+        m = _FROM_BUILD.match(self.from_build)
+        return m["release"], m["build"]
+
+    def training_settings(self) -> dict:
+        """What a trained tokenizer depends on (``TRAINING_SETTINGS``, typed, defaults filled in): a
+        frozen tokenizer is reused only while these are equal."""
+        return self.model_dump(mode="json", include=set(TRAINING_SETTINGS))
+
     @model_validator(mode="after")
     def _one_way_in(self) -> "TokenizerSpec":
-        if (self.path is None) == (self.train is None):
-            raise ValueError("give exactly one of 'path' (a tokenizer.json) or 'train' (byte-level BPE settings)")
+        given = [k for k in ("path", "train", "from_build") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of 'path' (a tokenizer.json), 'train' (byte-level BPE settings) or "
+                             f"'from_build' ('<release>@<build id>'), not {' and '.join(given) or 'none'}")
+        if self.freeze and self.train is None:
+            why = ("a tokenizer.json named by 'path' is fixed by its file already; its digest changes only with the file"
+                   if self.path is not None else "a tokenizer taken 'from_build' is always the one that build used")
+            raise ValueError(f"'freeze' applies to a trained tokenizer ('train') only: {why}")
+        if self.from_build is not None:
+            written = sorted(set(self.model_fields_set) & {"special_tokens", "eos_token", "chat_template_version"})
+            if written:
+                raise ValueError(f"with 'from_build' the special tokens, eos token and chat template are those of the "
+                                 f"named build's tokenizer; leave out {', '.join(written)}")
         if self.eos_token not in self.special_tokens:
             raise ValueError(f"eos_token {self.eos_token!r} is not among special_tokens {self.special_tokens}")
         if self.train is not None and self.train.vocab_size < N_BYTES + len(self.special_tokens):

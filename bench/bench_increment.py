@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+"""Release increments (issue 18): what a release rebuild costs after +1% new records, with a
+frozen tokenizer, as a share of a full release build of the same records.
+
+Records (real text on every machine with CPython; nothing downloaded): every ``*.py`` file of the
+running Python's standard library (``sysconfig.get_paths()["stdlib"]``, site-packages excluded,
+sorted by relative path), cut at blank lines into pieces merged up to at least ``--min-chars``
+characters; every 101st piece is held out. The rest is the ``stdlib`` source (one jsonl
+file, ``text_document`` adapter, ``profile: code``); the held-out pieces are split alternately into
+two delta sources (``stdlib_new1``, ``stdlib_new2``: each about 1% of the base), the drop folders of
+two increments (a jsonl snapshot re-reads its whole file, so a delta arrives as its own source).
+
+Release spec (``inc`` and, for the baseline, ``full``; identical): the three sources, split
+0.8/0.1/0.1, byte-level BPE trained on the training split (``--vocab-size``) with ``freeze: true``,
+no mixture (the training split read once), atomic packing at ``--seq-len``, shards of 16 blocks.
+
+Steps, one process, one persistent Dagster instance (temp ``DAGSTER_HOME``, SQLite), release_job run
+the way ``corpus`` / the UI launch it:
+  untimed     registry_job; snapshot_job of ``stdlib``
+  first       release_job(inc) — the first build (trains and freezes the tokenizer)
+  untimed     snapshot_job of ``stdlib_new1``
+  increment   release_job(inc) — execute_in_process (the project default executor, in process)
+  untimed     snapshot_job of ``stdlib_new2``
+  increment2  release_job(inc) — dagster.execute_job with Dagster's multiprocess executor (a
+              process per step), the same amount of new work as ``increment`` (skip: --no-multiprocess)
+  full        release_job(full) — the baseline: a full release build of the same records as
+              ``increment2`` (base + both deltas), in process, nothing to reuse (its own tokenizer,
+              trained on its own training split, has a digest no stored view was made with)
+Printed per run: wall clock of the run, the sum of its steps (Dagster's STEP_START -> STEP_SUCCESS)
+and each step; the token views' tokenized / reused counts; the ratios increment / full (target
+<= 10%) and increment2 (multiprocess) / increment.
+
+Run:  .venv/bin/python bench/bench_increment.py [--min-chars 600] [--vocab-size 8192] [--seq-len 2048]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import sysconfig
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PROJECT = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(PROJECT))
+
+from _common import cpu_model  # noqa: E402
+
+STEPS = ("release_inputs", "dedup_clusters", "splits", "tokenizer", "token_views", "mixture_plan", "packed_shards",
+         "release_manifest")
+
+
+def stdlib_pieces(min_chars: int) -> list[str]:
+    root = Path(sysconfig.get_paths()["stdlib"])
+    files = sorted((p for p in root.rglob("*.py") if "site-packages" not in p.parts and p.is_file()),
+                   key=lambda p: p.relative_to(root).as_posix())
+    pieces: list[str] = []
+    for p in files:
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        cur: list[str] = []
+        size = 0
+        for block in text.split("\n\n"):
+            if not block.strip():
+                continue
+            cur.append(block)
+            size += len(block)
+            if size >= min_chars:
+                pieces.append("\n\n".join(cur))
+                cur, size = [], 0
+        if cur and size >= min_chars // 4:
+            pieces.append("\n\n".join(cur))
+    return pieces
+
+
+def _write_jsonl(folder: Path, items: list[tuple[str, str]]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "records.jsonl", "w", encoding="utf-8") as f:
+        for rid, text in items:
+            f.write(json.dumps({"id": rid, "text": text}) + "\n")
+
+
+def setup(root: Path, args) -> dict[str, int]:
+    pieces = stdlib_pieces(args.min_chars)
+    if args.limit:
+        pieces = pieces[: args.limit]
+    base = [(f"p{i:06d}", t) for i, t in enumerate(pieces) if i % 101 != 100]
+    held = [(f"p{i:06d}", t) for i, t in enumerate(pieces) if i % 101 == 100]
+    _write_jsonl(root / "stdlib", base)
+    _write_jsonl(root / "stdlib_new1", held[0::2])
+    _write_jsonl(root / "stdlib_new2", held[1::2])
+    gov = "governance: {license: PSF-2.0, rights_evidence: https://docs.python.org/3/license.html}"
+    (root / "sources.yaml").write_text("sources:\n" + "".join(
+        f"  - id: {s}\n    kind: jsonl\n    root: {root / s}\n    include: ['*.jsonl']\n    adapter: text_document\n"
+        f"    profile: code\n    {gov}\n" for s in ("stdlib", "stdlib_new1", "stdlib_new2")))
+    rel = root / "releases"
+    rel.mkdir()
+    body = ("snapshots: {sources: [stdlib, stdlib_new1, stdlib_new2]}\n"
+            "split: {fractions: [0.8, 0.1, 0.1]}\n"
+            f"tokenizer: {{train: {{vocab_size: {args.vocab_size}, min_frequency: 2}}, freeze: true, "
+            "special_tokens: ['<|endoftext|>', '<|pad|>'], eos_token: '<|endoftext|>'}\n"
+            f"packing: {{seq_len: {args.seq_len}, mode: atomic, overlength: split, pad_token: '<|pad|>'}}\n"
+            f"shards: {{positions: {16 * args.seq_len}}}\n")
+    for name in ("inc", "full"):
+        (rel / f"{name}.yaml").write_text(f"name: {name}\n" + body)
+    home = root / "home"
+    (home / "dagster").mkdir(parents=True)
+    os.environ.update(CORPUS_HOME=str(home), DAGSTER_HOME=str(home / "dagster"), CORPUS_SOURCES=str(root / "sources.yaml"),
+                      CORPUS_RELEASES=str(rel), CORPUS_CURATION=str(PROJECT / "curation.yaml"))
+    os.environ["CORPUS_EXECUTOR"] = "multiprocess"  # for execute_job; execute_in_process always runs in process
+    return {"base": len(base), "new1": len(held[0::2]), "new2": len(held[1::2]),
+            "chars": sum(len(t) for _, t in base)}
+
+
+def step_times(instance, run_id: str) -> dict[str, float]:
+    import dagster as dg
+
+    starts: dict[str, float] = {}
+    out: dict[str, float] = {}
+    for e in instance.all_logs(run_id):
+        ev = e.dagster_event
+        if ev is None or e.step_key is None:
+            continue
+        if ev.event_type == dg.DagsterEventType.STEP_START:
+            starts[e.step_key] = e.timestamp
+        elif ev.event_type == dg.DagsterEventType.STEP_SUCCESS and e.step_key in starts:
+            out[e.step_key] = e.timestamp - starts[e.step_key]
+    return out
+
+
+def token_view_counts(instance, run_id: str) -> tuple[int, int]:
+    import dagster as dg
+
+    for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
+        m = e.dagster_event.event_specific_data.materialization
+        if m.asset_key.path[-1] == "token_views":
+            return m.metadata["tokenized_records"].value, m.metadata["reused_records"].value
+    return -1, -1
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--min-chars", type=int, default=600, help="a record is blank-line blocks merged up to this size")
+    ap.add_argument("--limit", type=int, default=0, help="use only the first N pieces (0: all)")
+    ap.add_argument("--vocab-size", type=int, default=8192)
+    ap.add_argument("--seq-len", type=int, default=2048)
+    ap.add_argument("--no-multiprocess", action="store_true", help="skip the multiprocess-executor increment")
+    ap.add_argument("--keep", type=Path, default=None, help="build under this folder and keep it (default: a temp dir)")
+    args = ap.parse_args()
+
+    tmp = None
+    if args.keep is None:
+        tmp = tempfile.TemporaryDirectory(prefix="bench_increment-")
+        root = Path(tmp.name)
+    else:
+        root = args.keep
+        root.mkdir(parents=True, exist_ok=False)
+    sizes = setup(root, args)
+    print(f"machine: {cpu_model()}, {os.cpu_count()} cores; python {sys.version.split()[0]}")
+    print(f"records: base {sizes['base']:,} ({sizes['chars'] / 1e6:.1f} M chars), increments {sizes['new1']:,} + "
+          f"{sizes['new2']:,}; vocab {args.vocab_size}, seq_len {args.seq_len}", flush=True)
+
+    import dagster as dg
+    from dagster import DagsterInstance
+
+    from corpus_assets.definitions import build_definitions
+    from corpus_assets.domain.core.keys import snapshot_key
+
+    defs = build_definitions()
+    instance = DagsterInstance.get()
+    t0 = datetime(2026, 12, 2, 6, 0, tzinfo=timezone.utc)
+    instance.add_dynamic_partitions("releases", ["inc", "full"])
+    assert defs.resolve_job_def("registry_job").execute_in_process(instance=instance).success
+
+    def snapshot(source: str, minute: int) -> None:
+        key = snapshot_key(source, t0 + timedelta(minutes=minute))
+        instance.add_dynamic_partitions("snapshots", [key])
+        started = time.perf_counter()
+        assert defs.resolve_job_def("snapshot_job").execute_in_process(instance=instance, partition_key=key).success
+        print(f"(untimed) snapshot_job {key}: {time.perf_counter() - started:.1f} s", flush=True)
+
+    def release(name: str, how: str = "in_process") -> dict:
+        started = time.perf_counter()
+        if how == "in_process":
+            run_id = defs.resolve_job_def("release_job").execute_in_process(
+                instance=instance, partition_key=name, raise_on_error=True).run_id
+        else:
+            from dagster._core.definitions.reconstruct import ReconstructableRepository
+
+            recon = ReconstructableRepository.for_module(
+                "corpus_assets.definitions", "defs", working_directory=str(PROJECT)).get_reconstructable_job("release_job")
+            with dg.execute_job(recon, instance=instance, tags={"dagster/partition": name}, raise_on_error=True,
+                                run_config={"execution": {"config": {"multiprocess": {"max_concurrent": 1}}}}) as res:
+                run_id = res.run_id
+        wall = time.perf_counter() - started
+        return {"wall": wall, "steps": step_times(instance, run_id), "views": token_view_counts(instance, run_id)}
+
+    snapshot("stdlib", 0)
+    runs: dict[str, dict] = {}
+    runs["first"] = release("inc")
+    report("first", runs["first"])
+    snapshot("stdlib_new1", 10)
+    runs["increment"] = release("inc")
+    report("increment", runs["increment"])
+    if not args.no_multiprocess:
+        snapshot("stdlib_new2", 20)
+        runs["increment2"] = release("inc", "multiprocess")
+        report("increment2 (multiprocess executor)", runs["increment2"])
+    runs["full"] = release("full")
+    report("full (baseline)", runs["full"])
+
+    print()
+    header = f"{'step':<18}" + "".join(f"{k:>14}" for k in runs)
+    print(header)
+    for step in STEPS:
+        print(f"{step:<18}" + "".join(f"{r['steps'].get(step, float('nan')):>14.2f}" for r in runs.values()))
+    print(f"{'sum of steps':<18}" + "".join(f"{sum(r['steps'].values()):>14.2f}" for r in runs.values()))
+    print(f"{'run wall':<18}" + "".join(f"{r['wall']:>14.2f}" for r in runs.values()))
+    print(f"{'views tok/reused':<18}" + "".join(f"{'%d/%d' % r['views']:>14}" for r in runs.values()))
+    inc, full = runs["increment"], runs["full"]
+    print(f"\nincrement / full: wall {inc['wall'] / full['wall']:.1%}, steps {sum(inc['steps'].values()) / sum(full['steps'].values()):.1%} "
+          "(target <= 10%)")
+    if "increment2" in runs:
+        mp = runs["increment2"]
+        print(f"increment, multiprocess / in_process executor: wall {mp['wall'] / inc['wall']:.2f}x "
+              f"({mp['wall'] - sum(mp['steps'].values()):.1f} s of its run outside steps; sum of steps "
+              f"{sum(mp['steps'].values()) / sum(inc['steps'].values()):.2f}x)")
+    if tmp is not None:
+        tmp.cleanup()
+
+
+def report(label: str, run: dict) -> None:
+    top = sorted(run["steps"].items(), key=lambda kv: -kv[1])[:3]
+    print(f"{label}: {run['wall']:.1f} s wall; views tokenized/reused {run['views'][0]}/{run['views'][1]}; slowest "
+          + ", ".join(f"{k} {v:.1f} s" for k, v in top), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,207 @@
+"""A release with a trained, frozen tokenizer, rebuilt after an increment through the real jobs:
+the tokenizer is kept (same digest, not retrained), so the token views of unchanged records come
+from the cache and only the new records are tokenized; without freeze the same increment retrains
+and reuses nothing. Changing a training setting retrains, says why and records it; from_build
+takes a published build's tokenizer, or fails clearly when it cannot be verified."""
+
+import json
+import shutil
+from datetime import timedelta
+
+import dagster as dg
+import pytest
+
+from corpus_assets.domain.core.keys import snapshot_key
+from corpus_assets.domain.storage.layer_store import LayerStore
+from release_fixture import T0, build_snapshots, run_release, setup_release, step_failure
+
+TRAIN = "train: {vocab_size: 420, min_frequency: 1}, special_tokens: ['<|endoftext|>', '<|pad|>'], eos_token: '<|endoftext|>'"
+SPLIT = "split: {fractions: [0.8, 0.1, 0.1]}\n"
+NEW_DOCS = {  # arrive in the increment; distinct words, so a retrained tokenizer learns other merges
+    "asyncio": (
+        "Coroutines suspend at await expressions while the event loop schedules other tasks. The asyncio module "
+        "gathers awaitables, cancels stragglers with timeouts and wraps blocking calls in executor threads, so a "
+        "single thread can serve thousands of sockets. Queues hand work between producers and consumers, locks "
+        "and semaphores guard shared state, and task groups make sure no child outlives its parent. Debug mode "
+        "reports coroutines that were never awaited. Signals stop the loop cleanly."
+    ),
+    "sqlite3": (
+        "The sqlite3 module opens a database file, executes parameterized statements through a cursor and commits "
+        "transactions explicitly. Rows come back as tuples unless a row factory is configured, and adapters "
+        "convert dates and decimals on the way in and out. Because the whole database is one ordinary file, "
+        "backups are copies and tests can use a fresh file in memory. Placeholders keep quoting mistakes and "
+        "injection out of queries. Connections close at exit."
+    ),
+    "zipfile": (
+        "Zip archives hold compressed members with their names, sizes and checksums. The zipfile module lists "
+        "them, extracts selected members, appends new ones and verifies every checksum on request, while "
+        "shutil.make_archive builds whole archives from folders in one call. Members can be read as streams "
+        "without unpacking the archive to disk, which keeps memory flat for large bundles. Paths inside an "
+        "archive always use forward slashes. Encrypted members need a password."
+    ),
+}
+
+
+def _release_body(tokenizer: str) -> str:
+    return SPLIT + f"tokenizer: {{{tokenizer}}}\n"
+
+
+def _increment(tmp_path, defs, instance) -> None:
+    """A new snapshot of site_docs: the same documents plus NEW_DOCS (a whole capture)."""
+    path = tmp_path / "docs" / "docs.jsonl"
+    path.write_text(path.read_text() + "".join(json.dumps({"id": k, "text": v}) + "\n" for k, v in NEW_DOCS.items()))
+    key = snapshot_key("site_docs", T0 + timedelta(hours=1))
+    instance.add_dynamic_partitions("snapshots", [key])
+    assert defs.resolve_job_def("snapshot_job").execute_in_process(instance=instance, partition_key=key).success
+
+
+def _md(result, node):
+    return result.asset_materializations_for_node(node)[0].metadata
+
+
+def _tokenizer_logs(instance, result) -> str:
+    return "\n".join(e.user_message for e in instance.all_logs(result.run_id) if e.step_key == "tokenizer" and e.user_message)
+
+
+def _published_manifest(home, result) -> dict:
+    bid = _md(result, "release_manifest")["build_id"].value
+    return json.loads((home / "releases" / "r1" / bid / "manifest.json").read_text())
+
+
+@pytest.mark.parametrize("freeze", [True, False], ids=["frozen", "retrained"])
+def test_increment_rebuild_keeps_a_frozen_tokenizer_and_tokenizes_only_new_records(corpus_env, tmp_path, monkeypatch, freeze):
+    setup_release(tmp_path, monkeypatch, _release_body(TRAIN + (", freeze: true" if freeze else "")))
+    from corpus_assets.definitions import build_definitions
+
+    defs = build_definitions()
+    store = LayerStore(corpus_env)
+    with dg.instance_for_test() as instance:
+        build_snapshots(defs, instance)
+        first = run_release(defs, instance)
+        assert first.success
+        tok1 = store.require_current("tokenizer", "r1")
+        splits1 = store.require_current("splits", "r1").content_digest
+        assert _md(first, "tokenizer")["how"].value == "trained"
+        assert tok1.manifest["provenance"]["splits_version"] == splits1
+        views1 = _md(first, "token_views")
+        assert (views1["tokenized_records"].value, views1["reused_records"].value) == (6, 0)
+        manifest1 = _published_manifest(corpus_env, first)
+        assert manifest1["tokenizer"]["provenance"]["how"] == "trained"
+
+        _increment(tmp_path, defs, instance)
+        second = run_release(defs, instance)
+        assert second.success
+        logs = _tokenizer_logs(instance, second)
+
+    assignments = store.require_current("splits", "r1").read_table("assignments").to_pylist()
+    new_ids = {f"site_docs:{k}" for k in NEW_DOCS}
+    new_splits = {r["record_id"]: r["split"] for r in assignments if r["record_id"] in new_ids and r["kept"]}
+    assert set(new_splits) == new_ids and "train" in new_splits.values()  # the increment changes the training split
+    splits2 = store.require_current("splits", "r1").content_digest
+    assert splits2 != splits1
+    tok2 = store.require_current("tokenizer", "r1")
+    views2 = _md(second, "token_views")
+    records2 = views2["records"].value
+    assert records2 == 6 + len(NEW_DOCS)
+    manifest2 = _published_manifest(corpus_env, second)
+    assert manifest2["build_id"] != manifest1["build_id"]
+    if freeze:
+        # the stored trained tokenizer is kept: same version, same digest, trained on the first build's splits
+        assert tok2.version == tok1.version and tok2.manifest["tokenizer_digest"] == tok1.manifest["tokenizer_digest"]
+        assert tok2.manifest["provenance"]["splits_version"] == splits1
+        assert _md(second, "tokenizer")["how"].value == "frozen"
+        assert "frozen: reusing version" in logs and "not retrained" in logs
+        assert "training records" not in logs  # what a training run logs: "trained on N training records"
+        prov = manifest2["tokenizer"]["provenance"]
+        assert prov["how"] == "frozen" and prov["trained_on_splits_version"] == splits1 != splits2
+        assert prov["tokenizer_version"] == tok1.content_digest and prov["release"] == "r1"
+        assert manifest2["layer_versions"]["tokenizer"] == manifest1["layer_versions"]["tokenizer"]
+        assert manifest2["tokenizer"]["digest"] == manifest1["tokenizer"]["digest"]
+        # only the new records were tokenized; every unchanged one came from the first build's views
+        assert views2["tokenized_records"].value == len(NEW_DOCS)
+        assert views2["reused_records"].value == records2 - len(NEW_DOCS)
+    else:
+        assert tok2.manifest["tokenizer_digest"] != tok1.manifest["tokenizer_digest"]
+        assert tok2.manifest["provenance"]["splits_version"] == splits2
+        assert _md(second, "tokenizer")["how"].value == "trained" and "trained on" in logs
+        assert manifest2["tokenizer"]["provenance"]["how"] == "trained"
+        assert (views2["tokenized_records"].value, views2["reused_records"].value) == (records2, 0)
+
+
+def test_changing_a_training_setting_retrains_and_says_why(corpus_env, tmp_path, monkeypatch):
+    rel = setup_release(tmp_path, monkeypatch, _release_body(TRAIN + ", freeze: true"))
+    from corpus_assets.definitions import build_definitions
+
+    defs = build_definitions()
+    store = LayerStore(corpus_env)
+    with dg.instance_for_test() as instance:
+        build_snapshots(defs, instance)
+        assert run_release(defs, instance).success
+        before = store.require_current("tokenizer", "r1")
+        spec = (rel / "r1.yaml").read_text()
+        (rel / "r1.yaml").write_text(spec.replace("vocab_size: 420", "vocab_size: 440"))
+        changed = run_release(defs, instance)
+        assert changed.success
+        warnings = [e.user_message for e in instance.all_logs(changed.run_id)
+                    if e.step_key == "tokenizer" and e.level == 30]  # logging.WARNING
+    after = store.require_current("tokenizer", "r1")
+    assert after.manifest["tokenizer_digest"] != before.manifest["tokenizer_digest"]
+    prov = after.manifest["provenance"]
+    assert prov["how"] == "trained" and prov["replaces"] == {"tokenizer_digest": before.manifest["tokenizer_digest"],
+                                                             "version": before.content_digest}
+    assert "train: " in prov["retrained_because"] and '"vocab_size": 420' in prov["retrained_because"] \
+        and '"vocab_size": 440' in prov["retrained_because"]
+    assert len(warnings) == 1 and "was replaced: training settings changed" in warnings[0]
+    manifest = _published_manifest(corpus_env, changed)
+    assert manifest["tokenizer"]["provenance"]["retrained_because"] == prov["retrained_because"]
+    assert "retrained" in manifest["tokenizer"]["origin"]
+
+
+def test_from_build_takes_a_published_builds_tokenizer_or_fails_clearly(corpus_env, tmp_path, monkeypatch):
+    rel = setup_release(tmp_path, monkeypatch, _release_body(TRAIN))
+    from corpus_assets.definitions import build_definitions
+
+    defs = build_definitions()
+    store = LayerStore(corpus_env)
+    with dg.instance_for_test() as instance:
+        build_snapshots(defs, instance)
+        first = run_release(defs, instance)
+        assert first.success
+        bid = _md(first, "release_manifest")["build_id"].value
+        tok1 = store.require_current("tokenizer", "r1")
+        head = "name: r2\nsnapshots: {sources: [site_docs, site_chat]}\n" + SPLIT
+        (rel / "r2.yaml").write_text(head + f"tokenizer: {{from_build: 'r1@{bid}'}}\n")
+        second = run_release(defs, instance, "r2")
+        assert second.success
+        tok2 = store.require_current("tokenizer", "r2")
+        assert tok2.manifest["tokenizer_digest"] == tok1.manifest["tokenizer_digest"]
+        assert tok2.manifest["provenance"]["from_build"] == f"r1@{bid}"
+        assert tok2.manifest["tokenizer_spec"]["special_tokens"] == ["<|endoftext|>", "<|pad|>"]  # came with it
+        views = _md(second, "token_views")
+        assert (views["tokenized_records"].value, views["reused_records"].value) == (0, 6)
+        bid2 = _md(second, "release_manifest")["build_id"].value
+        prov = json.loads((corpus_env / "releases" / "r2" / bid2 / "manifest.json").read_text())["tokenizer"]["provenance"]
+        assert prov["how"] == "from_build" and prov["from_build"] == f"r1@{bid}"
+        assert prov["tokenizer_version"] == tok1.content_digest and prov["release"] == "r1"
+        assert prov["trained_on_splits_version"] == store.require_current("splits", "r1").content_digest
+
+        def fails(ref: str, words: str) -> None:
+            (rel / "r2.yaml").write_text(head + f"tokenizer: {{from_build: '{ref}'}}\n")
+            result = run_release(defs, instance, "r2", raise_on_error=False)
+            failed = [ev.step_key for ev in result.all_events if ev.event_type_value == "STEP_FAILURE"]
+            assert failed == ["tokenizer"], failed
+            assert words in step_failure(result), step_failure(result)
+
+        fails(f"r1@{'0' * 64}", f"release 'r1' has no published build {'0' * 64}")
+        # the stored tokenizer no longer matches the digest the build recorded: never used
+        version_dir = store.partition_dir("tokenizer", "r1") / tok1.version
+        saved = tmp_path / "saved_tokenizer_version"
+        shutil.copytree(version_dir, saved)
+        manifest_path = version_dir / "_manifest.json"
+        m = json.loads(manifest_path.read_text())
+        m["tokenizer_digest"] = "f" * 64
+        manifest_path.write_text(json.dumps(m))
+        fails(f"r1@{bid}", "the recorded digests disagree")
+        shutil.rmtree(version_dir)
+        fails(f"r1@{bid}", f"the tokenizer version {tok1.version} that build was made with is no longer stored")
+        shutil.copytree(saved, version_dir)
