@@ -303,10 +303,10 @@ def merge_sorted_unique(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return sorted_unique(np.concatenate([a, b]))
 
 
-def bucket_runs(sorted_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """Runs of equal keys in a sorted key array: ``(starts, lengths, buckets)`` of the runs with
-    at least two members, and the number of real buckets (singletons included, ``NO_BUCKET``
-    excluded)."""
+def bucket_runs(sorted_keys: np.ndarray, groups: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, int]:
+    """Runs of equal keys in a sorted key array (and of equal ``groups`` values, e.g. the band,
+    when given): ``(starts, lengths, buckets)`` of the runs with at least two members, and the
+    number of real buckets (singletons included, ``NO_BUCKET`` excluded)."""
     m = sorted_keys.shape[0]
     if m == 0:
         z = np.zeros(0, dtype=np.int64)
@@ -314,6 +314,8 @@ def bucket_runs(sorted_keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     new = np.empty(m, dtype=bool)
     new[0] = True
     np.not_equal(sorted_keys[1:], sorted_keys[:-1], out=new[1:])
+    if groups is not None:
+        new[1:] |= groups[1:] != groups[:-1]
     starts = np.flatnonzero(new)
     del new
     lengths = np.diff(np.append(starts, m))
