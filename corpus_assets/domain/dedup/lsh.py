@@ -279,7 +279,7 @@ def _ragged_arange(counts: np.ndarray) -> np.ndarray:
     return np.arange(total, dtype=np.int64) - np.repeat(offsets, counts)
 
 
-def sorted_unique(a: np.ndarray) -> np.ndarray:
+def sorted_unique(a: np.ndarray, kind: str = "quicksort") -> np.ndarray:
     """Distinct values of a 1-D array, sorted: sort + neighbour mask (``np.unique`` on int64 is
     far slower). Sorts ``a`` in place when it is a writable contiguous array."""
     a = np.asarray(a)
@@ -287,7 +287,7 @@ def sorted_unique(a: np.ndarray) -> np.ndarray:
         return a.copy()
     if not (a.flags.writeable and a.flags.c_contiguous):
         a = a.copy()
-    a.sort()
+    a.sort(kind=kind)
     keep = np.empty(a.size, dtype=bool)
     keep[0] = True
     np.not_equal(a[1:], a[:-1], out=keep[1:])
@@ -295,12 +295,13 @@ def sorted_unique(a: np.ndarray) -> np.ndarray:
 
 
 def merge_sorted_unique(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Sorted union of two sorted distinct arrays (concatenate + sort + mask)."""
+    """Sorted union of two sorted distinct arrays (concatenate + sort + mask; the stable sort,
+    timsort for int64, merges the two sorted runs in linear time)."""
     if a.size == 0:
         return b
     if b.size == 0:
         return a
-    return sorted_unique(np.concatenate([a, b]))
+    return sorted_unique(np.concatenate([a, b]), kind="stable")
 
 
 def bucket_runs(sorted_keys: np.ndarray, groups: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, int]:
@@ -406,6 +407,34 @@ def _union_sorted(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return merge_sorted_unique(a, b)
 
 
+class _Union:
+    """Sorted union of many sorted distinct code arrays: parts wait until they outweigh the
+    union so far, then merge in one concatenate + sort + mask (amortised, instead of re-sorting
+    the whole union after every band); memory stays within about twice the union."""
+
+    def __init__(self):
+        self.acc = np.zeros(0, dtype=np.int64)
+        self.pending: list[np.ndarray] = []
+        self.size = 0
+
+    def add(self, codes: np.ndarray) -> None:
+        if codes.size:
+            self.pending.append(codes)
+            self.size += codes.size
+            if self.size >= self.acc.size:
+                self._merge()
+
+    def _merge(self) -> None:
+        if self.pending:
+            parts = [self.acc, *self.pending] if self.acc.size else self.pending
+            self.acc = parts[0] if len(parts) == 1 else sorted_unique(np.concatenate(parts))
+            self.pending, self.size = [], 0
+
+    def result(self) -> np.ndarray:
+        self._merge()
+        return self.acc
+
+
 def _decode(codes: np.ndarray, n: int) -> np.ndarray:
     out = np.empty((codes.size, 2), dtype=np.int64)
     if codes.size:
@@ -437,12 +466,13 @@ def candidate_pairs(
     n = keys.shape[0]
     order = _check_order(order, n)
     total = CandidateStats()
-    acc = np.zeros(0, dtype=np.int64)
+    union = _Union()
     for b in range(keys.shape[1]):
         col = keys[:, b] if order is None else keys[order, b]
         codes, st = _band_pair_codes(np.ascontiguousarray(col, dtype=np.uint64), bucket_cap, order, n)
         total.add(st)
-        acc = _union_sorted(acc, codes)
+        union.add(codes)
+    acc = union.result()
     total.pairs = int(acc.size)
     return _decode(acc, n), total
 
@@ -468,7 +498,7 @@ def lsh_candidates(
         raise ValueError(f"band_range {band_range} outside 0..{bands}")
     empty = empty_signature_rows(sig)
     total = CandidateStats()
-    acc = np.zeros(0, dtype=np.int64)
+    union = _Union()
     for b in range(lo, hi):
         key = band_key(sig, b, rows, empty)
         if order is not None:
@@ -476,8 +506,9 @@ def lsh_candidates(
         codes, st = _band_pair_codes(key, bucket_cap, order, n)
         del key
         total.add(st)
-        acc = _union_sorted(acc, codes)
+        union.add(codes)
         del codes
+    acc = union.result()
     total.pairs = int(acc.size)
     return _decode(acc, n), total
 
@@ -492,9 +523,10 @@ def merge_candidates(parts: Iterable[tuple[np.ndarray, CandidateStats]]) -> tupl
     if not arrays or sum(a.shape[0] for a in arrays) == 0:
         return np.zeros((0, 2), dtype=np.int64), total
     n = int(max(a.max() for a in arrays if a.size)) + 1
-    acc = np.zeros(0, dtype=np.int64)
+    union = _Union()
     for a in arrays:
-        acc = _union_sorted(acc, sorted_unique(a[:, 0] * np.int64(n) + a[:, 1]))
+        union.add(sorted_unique(a[:, 0] * np.int64(n) + a[:, 1]))
+    acc = union.result()
     total.pairs = int(acc.size)
     return _decode(acc, n), total
 
