@@ -53,8 +53,26 @@ def rss_peak() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def read_rows(path: str, rows):
+    """Rows of an ``np.save``'d matrix read with ``pread`` (sorted, distinct ``rows``). Not a
+    memmap on purpose: random rows of a memory-mapped file that sits in the page cache map
+    64 KiB around every touched page (fault-around), and those file pages count in the RSS,
+    so a few random rows per page would make the process "use" the whole 5 GB file."""
+    import numpy as np
+
+    header = np.load(path, mmap_mode="r")  # for the header only: no page is touched
+    shape, dtype, base = header.shape, header.dtype, header.offset
+    del header
+    width = shape[1] * dtype.itemsize
+    with open(path, "rb") as f:
+        fd = f.fileno()
+        buf = b"".join(os.pread(fd, width, base + int(r) * width) for r in rows.tolist())
+    return np.frombuffer(buf, dtype=dtype).reshape(len(rows), shape[1])
+
+
 class AgreementVerifier:
-    """J estimated as the share of equal signature values, read from the memmap in the task."""
+    """J estimated as the share of equal signature values, the rows read from the file in the
+    task (:func:`read_rows`)."""
 
     def __init__(self, path: str):
         self.path = path
@@ -65,11 +83,12 @@ class AgreementVerifier:
     def jaccard_many(self, pairs):
         import numpy as np
 
-        sig = np.load(self.path, mmap_mode="r")
+        rows = np.unique(pairs)
+        sig = read_rows(self.path, rows)
+        a, b = np.searchsorted(rows, pairs[:, 0]), np.searchsorted(rows, pairs[:, 1])
         out = np.empty(pairs.shape[0], dtype=np.float64)
         for s in range(0, pairs.shape[0], 1 << 14):
-            p = pairs[s : s + (1 << 14)]
-            out[s : s + p.shape[0]] = (sig[p[:, 0]] == sig[p[:, 1]]).sum(axis=1) / sig.shape[1]
+            out[s : s + (1 << 14)] = (sig[a[s : s + (1 << 14)]] == sig[b[s : s + (1 << 14)]]).sum(axis=1) / M
         return out
 
 
@@ -136,12 +155,12 @@ def run(n: int, path: Path, workers: int, shards: int, workdir: Path) -> dict:
         peaks = engine._client().run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
         worker_peaks = sorted(peaks.values())
     # planted clusters: every member matching the base (J >= tau) in the base's group
-    sig = np.load(path, mmap_mode="r")
     whole, in_group, matching = 0, 0, 0
     with np.load(str(path) + ".clusters.npz") as z:
         clusters = [z[k] for k in z.files]
     for rows in clusters:
-        j = (np.asarray(sig[rows[1:]]) == np.asarray(sig[rows[0]])).sum(axis=1) / M
+        sig = read_rows(str(path), rows)  # rows are sorted, rows[0] the base
+        j = (sig[1:] == sig[0]).sum(axis=1) / M
         match = rows[1:][j >= TAU]
         ok = res.component[match] == res.component[rows[0]]
         whole += bool(ok.all())

@@ -403,10 +403,6 @@ def _band_pair_codes(
     return sorted_unique(codes), stats
 
 
-def _union_sorted(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return merge_sorted_unique(a, b)
-
-
 class _Union:
     """Sorted union of many sorted distinct code arrays: parts wait until they outweigh the
     union so far, then merge in one concatenate + sort + mask (amortised, instead of re-sorting

@@ -44,7 +44,7 @@ from typing import Callable, Optional, Protocol
 
 import numpy as np
 
-from corpus_assets.domain.core.compute import Engine
+from corpus_assets.domain.core.compute import Engine, engine_from_env
 from corpus_assets.domain.core.progress import Progress
 from corpus_assets.domain.dedup.lsh import (
     CAP_PIVOTS,
@@ -320,14 +320,15 @@ def sharded_near_dedup(
     chunk_rows: Optional[int] = None,
 ) -> NearDedupResult:
     """Near dedup of every row of ``signatures`` under ``policy``; see the module docstring.
-    ``shards`` is K (bucket shards = verification partitions); ``chunk_rows`` the rows per key
-    task (default: about 64 MiB of signatures). Intermediate files go to a fresh directory under
+    ``shards`` is K (bucket shards = verification partitions); ``engine`` defaults to
+    :func:`engine_from_env`; ``chunk_rows`` the rows per key task (default: about 64 MiB of
+    signatures). Intermediate files go to a fresh directory under
     ``workdir``, removed at the end."""
     if not isinstance(shards, (int, np.integer)) or shards < 1:
         raise ValueError(f"shards must be an integer >= 1, got {shards!r}")
     if chunk_rows is not None and chunk_rows < 1:
         raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows!r}")
-    engine = engine or Engine()
+    engine = engine or engine_from_env()
     sig = signatures.open()
     if sig.ndim != 2:
         raise ValueError(f"{signatures.path}: signatures must be a 2-D (n, num_perm) matrix, got shape {sig.shape}")
