@@ -13,7 +13,7 @@ import pytest
 from corpus_assets.domain.core.compute import Engine
 from corpus_assets.domain.dedup.lsh import CAP_PIVOTS, CAP_WINDOW, LshPolicy, lsh_candidates
 from corpus_assets.domain.dedup.near import near_dedup
-from corpus_assets.domain.dedup.sharded import SignatureFile, sharded_near_dedup
+from corpus_assets.domain.dedup.sharded import REPORT_TOP, SignatureFile, sharded_near_dedup
 from tests.dedup_verifiers import SetVerifier, jaccard, minhash, planted_corpus
 
 N = 3000
@@ -148,3 +148,23 @@ def test_bad_inputs_give_clear_errors(corpus, tmp_path):
     with pytest.raises(ValueError, match="2-D"):
         sharded_near_dedup(SignatureFile(str(tmp_path / "flat.npy")), np.arange(10), POLICY,
                            SetVerifier([]), workdir=tmp_path)
+
+
+def test_capped_report_is_bounded_and_totals_cover_every_bucket(tmp_path):
+    # 40 clusters of 8 members with a cap of 2: hundreds of capped buckets, 100 listed
+    sets, members = planted_corpus(1500, [8] * 40, seed=4)
+    np.save(tmp_path / "s.npy", minhash(sets, 64))
+    corpus = {"sets": sets, "file": SignatureFile(str(tmp_path / "s.npy")), "order": np.arange(1500), "dir": tmp_path}
+    policy = POLICY.model_copy(update={"bucket_cap": 2})
+    res, _ = run(corpus, policy=policy, shards=4)
+    rep = res.capped
+    assert rep["buckets"] == res.stats.capped_buckets > REPORT_TOP == rep["listed"] == len(rep["largest"])
+    keys = [(-b["size"], b["band"]) for b in rep["largest"]]
+    assert keys == sorted(keys)
+    assert sum(b["members_beyond_cap"] for b in rep["largest"]) < rep["members_beyond_cap"] == res.stats.members_beyond_cap
+    assert rep["pivot_pairs"] == res.stats.pivot_pairs
+    # and the clusters are still whole, one representative each
+    for m in members:
+        assert len(set(res.component[m].tolist())) == 1 and (res.representative[m] == m.min()).all()
+    res2, _ = run(corpus, policy=policy, shards=7)
+    assert res2.capped == rep
