@@ -112,7 +112,12 @@ def _run_18_1(order, pairs, jaccards, tau):
     y = np.where(swap, i, j)
     del i, j, swap
     # sort edges by (rank x, rank y): for each x, its earlier neighbours in total order
-    srt = np.lexsort((rank[y], rank[x]))
+    # (one stable argsort of the code rank x * n + rank y: the same permutation as
+    # lexsort((rank y, rank x)), 2-3x faster; lexsort when n * n would overflow int64)
+    if n < 3_000_000_000:
+        srt = np.argsort(rank[x] * np.int64(n) + rank[y], kind="stable")
+    else:
+        srt = np.lexsort((rank[y], rank[x]))
     x, y, jj = x[srt], y[srt], jj[srt]
     rep = np.arange(n, dtype=np.int64)
     rep_j = np.ones(n, dtype=np.float64)
