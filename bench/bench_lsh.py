@@ -27,6 +27,16 @@ peak of that size alone. Per size:
 The records are generated in their total order (index = rank), so ``order`` is the identity.
 At the smallest size the run is repeated with the bands split over two "workers"
 (``band_ranges``) and the outputs compared for equality.
+
+Big clusters (issue 18): ``--big-clusters`` runs the same pipeline on 250k records (``--sizes``
+first value) with 10 planted clusters of 200-1,500 members (each member keeps each value of the
+cluster base with probability 0.9) against the same count without them, each case in its own
+process, with the bucket cap of the policy (100) and without a cap, and with the current
+sort + neighbour-mask dedup of pair codes ("new") and the former ``np.unique`` / ``np.union1d``
+("old", patched in for the measurement). It prints CPU seconds and slowdown ratios
+(clusters / no clusters), and old / new.
+
+    .venv/bin/python bench/bench_lsh.py --big-clusters
 """
 
 from __future__ import annotations
@@ -189,6 +199,93 @@ def run_one(n: int, m: int, seed: int, check_workers: bool) -> dict:
     return out
 
 
+def plant_big_clusters(sig, seed: int, count: int = 10, lo: int = 200, hi: int = 1500, keep: float = 0.9):
+    """``count`` clusters of ``lo..hi`` members scattered over the index; each member keeps each
+    value of its cluster's base row with probability ``keep``."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed + 1)
+    n, m = sig.shape
+    sizes = rng.integers(lo, hi + 1, size=count)
+    members = rng.choice(n, size=int(sizes.sum()), replace=False)
+    out, at = [], 0
+    for size in sizes.tolist():
+        rows = np.sort(members[at:at + size])
+        at += size
+        base = sig[rows[0]].copy()
+        same = rng.random((size - 1, m)) < keep
+        block = sig[rows[1:]]
+        block[same] = np.broadcast_to(base, block.shape)[same]
+        sig[rows[1:]] = block
+        out.append(rows)
+    return out
+
+
+def run_big(n: int, m: int, seed: int, clusters: bool, impl: str, cap) -> dict:
+    import numpy as np
+
+    from corpus_assets.domain.dedup import lsh as lshmod
+    from corpus_assets.domain.dedup.lsh import LshPolicy, lsh_candidates
+    from corpus_assets.domain.dedup.near import connected_components, select_representatives, signature_agreement
+
+    if impl == "old":  # the np.unique / np.union1d dedup of lsh-1, patched in for the comparison
+        lshmod.sorted_unique = np.unique
+        lshmod.merge_sorted_unique = lambda a, b: b if a.size == 0 else (a if b.size == 0 else np.union1d(a, b))
+    rng = np.random.default_rng(seed)
+    sig = rng.integers(0, 2**32, size=(n, m), dtype=np.uint64)
+    planted = plant_big_clusters(sig, seed) if clusters else []
+    policy = LshPolicy(threshold=0.8, num_perm=m, bands=20, rows=5, bucket_cap=cap)
+    b, r = policy.params()
+    order = np.arange(n, dtype=np.int64)
+    t0, c0 = time.perf_counter(), time.process_time()
+    pairs, stats = lsh_candidates(sig, b, r, policy.bucket_cap)
+    lsh_cpu = time.process_time() - c0
+    jac = signature_agreement(sig, pairs)
+    rep, rep_j, edges, edge_j = select_representatives(order, pairs, jac, policy.threshold)
+    comp = connected_components(n, edges)
+    cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+    # a cluster is whole when every member matching its base (J >= tau) is in the base's group
+    whole = 0
+    for p in planted:
+        j_base = signature_agreement(sig, np.stack([np.full(p.size - 1, p[0]), p[1:]], axis=1))
+        match = p[1:][j_base >= policy.threshold]
+        whole += bool((comp[match] == comp[p[0]]).all())
+    return {"n": n, "clusters": clusters, "impl": impl, "cap": cap, "cpu_s": round(cpu, 2), "wall_s": round(wall, 2),
+            "lsh_cpu_s": round(lsh_cpu, 2), "peak_rss_mib": round(rss_peak() / MiB, 1),
+            "cluster_sizes": [len(p) for p in planted], "clusters_whole": whole, "candidates": int(pairs.shape[0]),
+            "pair_emissions": stats.pair_emissions, "pivot_pairs": stats.pivot_pairs,
+            "digest": __import__("hashlib").sha256(pairs.tobytes() + rep.tobytes() + comp.tobytes()).hexdigest()[:16]}
+
+
+def big_clusters(n: int, m: int, seed: int) -> None:
+    rows = {}
+    for cap in (100, None):
+        for impl in ("new", "old"):
+            for clusters in (False, True):
+                cmd = [sys.executable, __file__, "--big-one", str(n), "--num-perm", str(m), "--seed", str(seed),
+                       "--impl", impl, "--cap", str(cap)] + (["--with-clusters"] if clusters else [])
+                proc = subprocess.run(cmd, capture_output=True, text=True, cwd=PROJECT)
+                if proc.returncode:
+                    sys.stderr.write(proc.stderr)
+                    raise SystemExit(f"case {cmd} failed")
+                res = json.loads(proc.stdout.strip().splitlines()[-1])
+                print(json.dumps(res), file=sys.stderr)
+                rows[(cap, impl, clusters)] = res
+    print(f"\n{n:,} records x {m}, bands=20 rows=5; clusters: {rows[(100, 'new', True)]['cluster_sizes']}\n")
+    print("| cap | dedup of pair codes | CPU s no clusters | CPU s 10 clusters | slowdown | LSH CPU s (clusters) "
+          "| peak RSS MiB (clusters) | candidates | clusters whole (members J>=tau to the base in its group) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for cap in (100, None):
+        for impl in ("new", "old"):
+            a, c = rows[(cap, impl, False)], rows[(cap, impl, True)]
+            label = "sort + mask" if impl == "new" else "np.unique / union1d"
+            print(f"| {cap} | {label} | {a['cpu_s']:.2f} | {c['cpu_s']:.2f} | {c['cpu_s'] / a['cpu_s']:.2f}x "
+                  f"| {c['lsh_cpu_s']:.2f} | {c['peak_rss_mib']:,.0f} | {c['candidates']:,} | {c['clusters_whole']}/10 |")
+        new, old = rows[(cap, "new", True)], rows[(cap, "old", True)]
+        print(f"cap {cap}: old/new CPU with clusters {old['cpu_s'] / new['cpu_s']:.1f}x; same output: "
+              f"{new['digest'] == old['digest']}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs="+", default=[250_000, 500_000, 1_000_000])
@@ -196,7 +293,19 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--check-workers", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--big-clusters", action="store_true", help="the big-cluster case (see above)")
+    ap.add_argument("--big-one", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--impl", default="new", help=argparse.SUPPRESS)
+    ap.add_argument("--cap", default="100", help=argparse.SUPPRESS)
+    ap.add_argument("--with-clusters", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.big_one:
+        cap = None if args.cap == "None" else int(args.cap)
+        print(json.dumps(run_big(args.big_one, args.num_perm, args.seed, args.with_clusters, args.impl, cap)))
+        return
+    if args.big_clusters:
+        big_clusters(args.sizes[0] if args.sizes != [250_000, 500_000, 1_000_000] else 250_000, args.num_perm, args.seed)
+        return
     if args.one:
         print(json.dumps(run_one(args.one, args.num_perm, args.seed, args.check_workers)))
         return

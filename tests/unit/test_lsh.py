@@ -9,6 +9,8 @@ from datasketch.lsh import _optimal_param
 
 from corpus_assets.domain.dedup.lsh import (
     NO_BUCKET,
+    CAP_PIVOTS,
+    CAP_WINDOW,
     CandidateStats,
     LshPolicy,
     band_key,
@@ -149,26 +151,45 @@ def test_bucket_counts_on_a_small_example():
     assert (st.buckets, st.multi_buckets, st.pairs_before_cap, st.pairs) == (5, 2, 6, 6)
 
 
-def test_bucket_cap_keeps_first_members_and_is_counted():
-    # one hot bucket of 10 records in band 0, a pair in band 1
-    n = 12
+def test_bucket_cap_keeps_first_members_and_pivots_the_rest():
+    # one hot bucket of 30 records in band 0, a pair in band 1; cap 4 (pivots 4, window 4)
+    assert (CAP_PIVOTS, CAP_WINDOW) == (4, 4)
+    n = 32
     keys = np.arange(1, 2 * n + 1, dtype=np.uint64).reshape(n, 2)
-    keys[:10, 0] = 99
-    keys[[3, 11], 1] = 42
+    keys[:30, 0] = 99
+    keys[[3, 31], 1] = 1000
     pairs, st = candidate_pairs(keys, 4)
-    # rule: a capped bucket keeps only the pairs among its first `cap` members in index order
-    expected = {(i, j) for i in range(4) for j in range(i + 1, 4)} | {(3, 11)}
+    # rule: all pairs among the first `cap` members in index order; each member k beyond the cap
+    # pairs with the 4 pivots (members 0..3) and the 4 members just before it (never a pivot twice)
+    within = {(i, j) for i in range(4) for j in range(i + 1, 4)}
+    pivots = {(j, k) for k in range(4, 30) for j in range(4)}
+    window = {(j, k) for k in range(4, 30) for j in range(max(4, k - 4), k)}
+    expected = within | pivots | window | {(3, 31)}
     assert as_set(pairs) == expected == naive_candidate_pairs(keys, 4)
-    assert st.capped_buckets == 1 and st.members_beyond_cap == 6
-    assert st.pairs_before_cap == 45 + 1 and st.pair_emissions == 6 + 1 and st.pairs == 7
-    assert st.largest_bucket == 10
+    # every member beyond the cap is paired with the first member: the bucket is never split
+    assert {k for j, k in as_set(pairs) if j == 0} == set(range(1, 30))
+    assert st.capped_buckets == 1 and st.members_beyond_cap == 26
+    assert st.pivot_pairs == len(pivots) + len(window) == 26 * 4 + (0 + 1 + 2 + 3) + 22 * 4
+    assert st.pairs_before_cap == 30 * 29 // 2 + 1 and st.pair_emissions == 6 + st.pivot_pairs + 1
+    assert st.pairs == len(expected) and st.largest_bucket == 30
     uncapped, st0 = candidate_pairs(keys, None)
-    assert len(uncapped) == 46 and st0.capped_buckets == 0
-    # with an order, the first members are taken in that order (the stable total order)
+    assert len(uncapped) == 30 * 29 // 2 + 1 and st0.capped_buckets == 0 and st0.pivot_pairs == 0
+    # with an order, the first members (and pivots, windows) are taken in that order
     order = np.arange(n)[::-1].copy()
     pairs_o, _ = candidate_pairs(keys, 4, order=order)
-    last4 = [9, 8, 7, 6]
-    assert as_set(pairs_o) == {(min(a, b), max(a, b)) for a in last4 for b in last4 if a != b} | {(3, 11)}
+    members = list(range(29, -1, -1))  # the bucket in the total order
+    mapped = {(min(members[a], members[b]), max(members[a], members[b])) for a, b in within | pivots | window}
+    assert as_set(pairs_o) == mapped | {(3, 31)} == naive_candidate_pairs(keys, 4, order=order)
+
+
+def test_cap_not_above_the_pivot_count():
+    # cap 2 < CAP_PIVOTS: the pivots are the first 2 members, windows start after them
+    keys = np.ones((7, 1), dtype=np.uint64)
+    pairs, st = candidate_pairs(keys, 2)
+    expected = {(0, 1)} | {(j, k) for k in range(2, 7) for j in range(2)} | {
+        (j, k) for k in range(2, 7) for j in range(max(2, k - 4), k)}
+    assert as_set(pairs) == expected == naive_candidate_pairs(keys, 2)
+    assert st.pivot_pairs == len(expected) - 1
 
 
 def test_cap_on_random_data_matches_reference():
@@ -177,7 +198,10 @@ def test_cap_on_random_data_matches_reference():
     keys = band_keys(sig, 4, 3)
     pairs, st = candidate_pairs(keys, 8)
     assert as_set(pairs) == naive_candidate_pairs(keys, 8)
-    assert st.capped_buckets >= 1 and st.pairs_before_cap - st.pair_emissions >= 60 * 59 // 2 - 28
+    # the 52 members beyond the cap each pair with 4 pivots and their 4 predecessors: O(size)
+    assert st.capped_buckets == 1 and st.members_beyond_cap == 52
+    assert st.pivot_pairs == 52 * (CAP_PIVOTS + CAP_WINDOW)
+    assert st.pair_emissions == 28 + st.pivot_pairs and st.pairs_before_cap == 60 * 59 // 2
 
 
 def test_shuffled_input_gives_same_pairs_after_mapping_back():

@@ -5,8 +5,12 @@
 ``near``). Each band is sorted on its own and its runs of equal keys emit pairs encoded as
 ``i * n + j`` int64 codes, so memory stays at the signatures plus one band; band results merge by
 sorted union (``merge_candidates``) whatever the split of the bands. Key 0 means *no bucket*
-(empty signatures). ``LshPolicy.bucket_cap`` keeps hot buckets bounded and its cost is counted
-in ``CandidateStats``.
+(empty signatures). ``LshPolicy.bucket_cap`` keeps hot buckets bounded without splitting them:
+the first ``bucket_cap`` members (in the total order) pair with each other, every member beyond the
+cap pairs with the bucket's first ``CAP_PIVOTS`` members and its ``CAP_WINDOW`` predecessors
+(:func:`run_pairs`), so a near-duplicate cluster of any size stays linked with O(size) pairs; the
+cost is counted in ``CandidateStats``. Duplicate codes are removed by sort + neighbour mask
+(``np.unique`` / ``np.union1d`` on int64 codes were 15-97x slower on big buckets).
 
 Design and decisions: docs/dedup.md#lsh-banding
 """
@@ -36,9 +40,18 @@ __all__ = [
     "candidate_pairs",
     "lsh_candidates",
     "merge_candidates",
+    "CAP_PIVOTS",
+    "CAP_WINDOW",
+    "bucket_runs",
+    "run_pairs",
+    "sorted_unique",
+    "merge_sorted_unique",
 ]
 
-LSH_CODE_VERSION = "lsh-1"
+# lsh-2: members beyond the bucket cap pair with the bucket's pivots and window (lsh-1: nothing)
+LSH_CODE_VERSION = "lsh-2"
+CAP_PIVOTS = 4  # members beyond the cap pair with the bucket's first CAP_PIVOTS members ...
+CAP_WINDOW = 4  # ... and with the CAP_WINDOW members just before them in the total order
 NO_BUCKET = np.uint64(0)
 _EMPTY_VALUES = (np.uint64((1 << 32) - 1), np.uint64((1 << 64) - 1))
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -127,6 +140,8 @@ class LshPolicy(BaseModel):
             "rows": r,
             "params_from": "explicit" if self.bands is not None else "datasketch_optimal(0.5,0.5)",
             "bucket_cap": self.bucket_cap,
+            "cap_pivots": CAP_PIVOTS,
+            "cap_window": CAP_WINDOW,
             "p_candidate_at_threshold": candidate_probability(self.threshold, b, r),
         }
 
@@ -224,8 +239,9 @@ def band_keys(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
 class CandidateStats:
     """Counts over all (band, key) buckets (singletons included in ``buckets``; records with an
     empty signature are in none). ``pairs_before_cap`` / ``pair_emissions`` count pairs per
-    bucket (a pair that shares k bands counts k times) before / after the cap; ``pairs`` is the
-    number of distinct candidate pairs returned."""
+    bucket (a pair that shares k bands counts k times) before / after the cap, the latter
+    including ``pivot_pairs`` (those of members beyond the cap with the bucket's pivots and
+    window); ``pairs`` is the number of distinct candidate pairs returned."""
 
     buckets: int = 0
     multi_buckets: int = 0
@@ -236,6 +252,7 @@ class CandidateStats:
     members_beyond_cap: int = 0
     largest_bucket: int = 0
     bands_done: int = 0
+    pivot_pairs: int = 0
 
     def add(self, other: "CandidateStats") -> None:
         """Accumulate another band's (or worker's) counts; ``pairs`` is set by the caller after
@@ -262,49 +279,117 @@ def _ragged_arange(counts: np.ndarray) -> np.ndarray:
     return np.arange(total, dtype=np.int64) - np.repeat(offsets, counts)
 
 
+def sorted_unique(a: np.ndarray, kind: str = "quicksort") -> np.ndarray:
+    """Distinct values of a 1-D array, sorted: sort + neighbour mask (``np.unique`` on int64 is
+    far slower). Sorts ``a`` in place when it is a writable contiguous array."""
+    a = np.asarray(a)
+    if a.size < 2:
+        return a.copy()
+    if not (a.flags.writeable and a.flags.c_contiguous):
+        a = a.copy()
+    a.sort(kind=kind)
+    keep = np.empty(a.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
+
+
+def merge_sorted_unique(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Sorted union of two sorted distinct arrays (concatenate + sort + mask; the stable sort,
+    timsort for int64, merges the two sorted runs in linear time)."""
+    if a.size == 0:
+        return b
+    if b.size == 0:
+        return a
+    return sorted_unique(np.concatenate([a, b]), kind="stable")
+
+
+def bucket_runs(sorted_keys: np.ndarray, groups: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, int]:
+    """Runs of equal keys in a sorted key array (and of equal ``groups`` values, e.g. the band,
+    when given): ``(starts, lengths, buckets)`` of the runs with at least two members, and the
+    number of real buckets (singletons included, ``NO_BUCKET`` excluded)."""
+    m = sorted_keys.shape[0]
+    if m == 0:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z, 0
+    new = np.empty(m, dtype=bool)
+    new[0] = True
+    np.not_equal(sorted_keys[1:], sorted_keys[:-1], out=new[1:])
+    if groups is not None:
+        new[1:] |= groups[1:] != groups[:-1]
+    starts = np.flatnonzero(new)
+    del new
+    lengths = np.diff(np.append(starts, m))
+    valid = sorted_keys[starts] != NO_BUCKET
+    multi = valid & (lengths >= 2)
+    return starts[multi].astype(np.int64), lengths[multi].astype(np.int64), int(valid.sum())
+
+
+def run_pairs(
+    starts: np.ndarray, sizes: np.ndarray, bucket_cap: Optional[int]
+) -> tuple[np.ndarray, np.ndarray, CandidateStats, np.ndarray]:
+    """Candidate pairs of buckets given as runs ``[start, start+size)`` of an array whose members
+    are in the total order within each run. Returns positions ``(p, q)`` with ``p < q`` (so ``p``
+    comes first in the order), the counts, and the indices (into ``starts``) of the capped runs.
+
+    Capped bucket (``size > c``): all pairs among its first ``c`` members, and each member ``k >= c``
+    paired with the pivots ``0 .. P-1`` (``P = min(CAP_PIVOTS, c)``) and its window
+    ``max(P, k - CAP_WINDOW) .. k-1`` — ``P + min(W, k - P)`` pairs, none repeated. A cluster whose
+    members all match its first member therefore stays one component, at O(size) pairs."""
+    stats = CandidateStats()
+    sizes = sizes.astype(np.int64, copy=False)
+    stats.multi_buckets = int(sizes.size)
+    stats.largest_bucket = int(sizes.max()) if sizes.size else 0
+    stats.pairs_before_cap = int((sizes * (sizes - 1) // 2).sum())
+    if bucket_cap is not None:
+        capped = np.flatnonzero(sizes > bucket_cap)
+        stats.capped_buckets = int(capped.size)
+        stats.members_beyond_cap = int((sizes[capped] - bucket_cap).sum())
+        eff = np.minimum(sizes, bucket_cap)
+    else:
+        capped = np.zeros(0, dtype=np.int64)
+        eff = sizes
+    # first members: positions st + k for k in 0..L-2, each paired with the L-1-k members after it
+    a = np.repeat(starts, eff - 1) + _ragged_arange(eff - 1)
+    cnt = np.repeat(eff, eff - 1) - 1 - _ragged_arange(eff - 1)
+    q = np.repeat(a, cnt) + 1 + _ragged_arange(cnt)
+    p = np.repeat(a, cnt)
+    del a, cnt
+    if capped.size:
+        c = int(bucket_cap)
+        piv = min(CAP_PIVOTS, c)
+        beyond = sizes[capped] - c
+        base = np.repeat(starts[capped], beyond)
+        k = c + _ragged_arange(beyond)  # local position of each member beyond the cap
+        # pivots
+        pp = np.repeat(base, piv) + np.tile(np.arange(piv, dtype=np.int64), k.size)
+        pq = np.repeat(base + k, piv)
+        # window: k-1, k-2, ... down to max(piv, k-W)
+        wcnt = np.minimum(CAP_WINDOW, k - piv)
+        wq = np.repeat(base + k, wcnt)
+        wp = wq - 1 - _ragged_arange(wcnt)
+        stats.pivot_pairs = int(pp.size + wp.size)
+        p = np.concatenate([p, pp, wp])
+        q = np.concatenate([q, pq, wq])
+    stats.pair_emissions = int(p.size)
+    return p, q, stats, capped
+
+
 def _band_pair_codes(
     key_in_order: np.ndarray, bucket_cap: Optional[int], order: Optional[np.ndarray], n: int
 ) -> tuple[np.ndarray, CandidateStats]:
     """Sorted unique pair codes ``i*n + j`` (record indices, i < j) of one band. ``key_in_order``
     is the band's key column in processing order (``order[p]`` is the record at position p, or
     the identity); members of a bucket are taken in that order (stable sort)."""
-    stats = CandidateStats(bands_done=1)
     m = key_in_order.shape[0]
     if m == 0:
-        return np.zeros(0, dtype=np.int64), stats
+        return np.zeros(0, dtype=np.int64), CandidateStats(bands_done=1)
     perm = np.argsort(key_in_order, kind="stable")
-    sk = key_in_order[perm]
-    new = np.empty(m, dtype=bool)
-    new[0] = True
-    np.not_equal(sk[1:], sk[:-1], out=new[1:])
-    starts = np.flatnonzero(new)
-    del new
-    lengths = np.diff(np.append(starts, m))
-    valid = sk[starts] != NO_BUCKET
-    del sk
-    stats.buckets = int(valid.sum())
-    multi = valid & (lengths >= 2)
-    st = starts[multi]
-    sizes = lengths[multi].astype(np.int64)
-    stats.multi_buckets = int(sizes.size)
-    stats.largest_bucket = int(sizes.max()) if sizes.size else 0
-    stats.pairs_before_cap = int((sizes * (sizes - 1) // 2).sum())
-    if bucket_cap is not None:
-        capped = sizes > bucket_cap
-        stats.capped_buckets = int(capped.sum())
-        stats.members_beyond_cap = int((sizes[capped] - bucket_cap).sum())
-        eff = np.minimum(sizes, bucket_cap)
-    else:
-        eff = sizes
-    stats.pair_emissions = int((eff * (eff - 1) // 2).sum())
-    if stats.pair_emissions == 0:
+    starts, sizes, buckets = bucket_runs(key_in_order[perm])
+    first, second, stats, _ = run_pairs(starts, sizes, bucket_cap)
+    stats.bands_done, stats.buckets = 1, buckets
+    if first.size == 0:
         return np.zeros(0, dtype=np.int64), stats
-    # first members: positions st + k for k in 0..L-2, each paired with the L-1-k members after it
-    a = np.repeat(st, eff - 1) + _ragged_arange(eff - 1)
-    cnt = np.repeat(eff, eff - 1) - 1 - _ragged_arange(eff - 1)
-    second = np.repeat(a, cnt) + 1 + _ragged_arange(cnt)
-    first = np.repeat(a, cnt)
-    del a, cnt
     p = perm[first]
     q = perm[second]
     del first, second, perm
@@ -315,15 +400,35 @@ def _band_pair_codes(
     hi = np.maximum(p, q).astype(np.int64)
     del p, q
     codes = lo * np.int64(n) + hi
-    return np.unique(codes), stats
+    return sorted_unique(codes), stats
 
 
-def _union_sorted(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if a.size == 0:
-        return b
-    if b.size == 0:
-        return a
-    return np.union1d(a, b)
+class _Union:
+    """Sorted union of many sorted distinct code arrays: parts wait until they outweigh the
+    union so far, then merge in one concatenate + sort + mask (amortised, instead of re-sorting
+    the whole union after every band); memory stays within about twice the union."""
+
+    def __init__(self):
+        self.acc = np.zeros(0, dtype=np.int64)
+        self.pending: list[np.ndarray] = []
+        self.size = 0
+
+    def add(self, codes: np.ndarray) -> None:
+        if codes.size:
+            self.pending.append(codes)
+            self.size += codes.size
+            if self.size >= self.acc.size:
+                self._merge()
+
+    def _merge(self) -> None:
+        if self.pending:
+            parts = [self.acc, *self.pending] if self.acc.size else self.pending
+            self.acc = parts[0] if len(parts) == 1 else sorted_unique(np.concatenate(parts))
+            self.pending, self.size = [], 0
+
+    def result(self) -> np.ndarray:
+        self._merge()
+        return self.acc
 
 
 def _decode(codes: np.ndarray, n: int) -> np.ndarray:
@@ -349,19 +454,21 @@ def candidate_pairs(
     """Distinct candidate pairs from an ``(n, bands)`` key matrix: int64 ``(k, 2)``, ``i < j``,
     sorted by (i, j). Built by a stable sort of each band column and a scan of runs of equal
     keys. Capped buckets keep the pairs among their first ``bucket_cap`` members in index order
-    (or in ``order``, a permutation of record indices, when given)."""
+    (or in ``order``, a permutation of record indices, when given) plus the pivot and window
+    pairs of the members beyond the cap (:func:`run_pairs`)."""
     keys = np.asarray(keys)
     if keys.ndim != 2:
         raise ValueError("keys must be (n, bands)")
     n = keys.shape[0]
     order = _check_order(order, n)
     total = CandidateStats()
-    acc = np.zeros(0, dtype=np.int64)
+    union = _Union()
     for b in range(keys.shape[1]):
         col = keys[:, b] if order is None else keys[order, b]
         codes, st = _band_pair_codes(np.ascontiguousarray(col, dtype=np.uint64), bucket_cap, order, n)
         total.add(st)
-        acc = _union_sorted(acc, codes)
+        union.add(codes)
+    acc = union.result()
     total.pairs = int(acc.size)
     return _decode(acc, n), total
 
@@ -387,7 +494,7 @@ def lsh_candidates(
         raise ValueError(f"band_range {band_range} outside 0..{bands}")
     empty = empty_signature_rows(sig)
     total = CandidateStats()
-    acc = np.zeros(0, dtype=np.int64)
+    union = _Union()
     for b in range(lo, hi):
         key = band_key(sig, b, rows, empty)
         if order is not None:
@@ -395,8 +502,9 @@ def lsh_candidates(
         codes, st = _band_pair_codes(key, bucket_cap, order, n)
         del key
         total.add(st)
-        acc = _union_sorted(acc, codes)
+        union.add(codes)
         del codes
+    acc = union.result()
     total.pairs = int(acc.size)
     return _decode(acc, n), total
 
@@ -411,28 +519,37 @@ def merge_candidates(parts: Iterable[tuple[np.ndarray, CandidateStats]]) -> tupl
     if not arrays or sum(a.shape[0] for a in arrays) == 0:
         return np.zeros((0, 2), dtype=np.int64), total
     n = int(max(a.max() for a in arrays if a.size)) + 1
-    acc = np.zeros(0, dtype=np.int64)
+    union = _Union()
     for a in arrays:
-        acc = _union_sorted(acc, np.unique(a[:, 0] * np.int64(n) + a[:, 1]))
+        union.add(sorted_unique(a[:, 0] * np.int64(n) + a[:, 1]))
+    acc = union.result()
     total.pairs = int(acc.size)
     return _decode(acc, n), total
 
 
-def naive_candidate_pairs(keys: np.ndarray, bucket_cap: Optional[int] = None) -> set[tuple[int, int]]:
+def naive_candidate_pairs(
+    keys: np.ndarray, bucket_cap: Optional[int] = None, order: Optional[np.ndarray] = None
+) -> set[tuple[int, int]]:
     """Reference implementation with a dict of buckets (tests only; not for release scale)."""
     out: set[tuple[int, int]] = set()
     keys = np.asarray(keys)
+    seq = range(keys.shape[0]) if order is None else [int(x) for x in order]
     for b in range(keys.shape[1]):
         buckets: dict[int, list[int]] = {}
-        for i, k in enumerate(keys[:, b].tolist()):
+        for i in seq:
+            k = int(keys[i, b])
             if k != 0:
                 buckets.setdefault(k, []).append(i)
         for members in buckets.values():
-            if bucket_cap is not None:
-                members = members[:bucket_cap]
-            for x in range(len(members)):
-                for y in range(x + 1, len(members)):
-                    out.add((members[x], members[y]))
+            c = len(members) if bucket_cap is None else min(bucket_cap, len(members))
+            partners = {k: range(k) for k in range(c)}
+            piv = min(CAP_PIVOTS, c)
+            for k in range(c, len(members)):
+                partners[k] = sorted(set(range(piv)) | set(range(max(piv, k - CAP_WINDOW), k)))
+            for k, js in partners.items():
+                for j in js:
+                    a, z = members[j], members[k]
+                    out.add((min(a, z), max(a, z)))
     return out
 
 

@@ -11,22 +11,65 @@ The contract the dedup layer relies on (and tests pin):
   the driver with the record indices some candidate pair names (the layer fetches just those
   texts) and returns the picklable object the tasks call.
 
-Reference implementation (one process, K ignored) until the sharded one lands; same output.
+Stages (each a list of :meth:`Engine.map` tasks; results combined in task order only):
+
+1. *keys*: row chunks of the memory-mapped matrix -> ``lsh.band_key`` per band -> entries
+   ``(band, key, rank)`` (rank = position in ``order``), grouped by bucket shard
+   ``hash(band, key) % K``, one file per chunk;
+2. *buckets*: shard s reads its slice of every chunk file, sorts by (band, key, rank), emits the
+   pairs of its buckets (``lsh.run_pairs``: capped buckets keep their pivots and windows), as
+   ``rank_lo * n + rank_hi`` codes routed to K verification partitions by ``hash(code)``; it also
+   writes the ranks its pairs name and its capped buckets;
+3. driver: ``verifier.prepare(needed)`` once;
+4. *verify*: partition v merges its slices (a pair shared by several bands or shards is one
+   code), verifies each distinct pair once with ``verifier.jaccard_many`` and keeps ``J >= tau``;
+5. driver: Algorithm 18.1 + union-find over the verified edges (``near.finish_near_dedup``, as
+   the in-memory :func:`near.near_dedup`), then the capped-bucket report.
+
+Every bucket lives in exactly one shard and every distinct pair in exactly one partition, so
+the pair set, the counts and the output do not depend on K or on the worker count. Memory: a
+key task holds one chunk (about ``_CHUNK_BYTES`` of signatures), a bucket task its shard's
+entries and pairs (about ``n * bands / K`` entries), a verify task its partition's pairs; the
+driver holds n-sized arrays (order, rank, results) and the verified edges, never the matrix nor
+all candidate pairs. Design: docs/dedup.md#sharded-lsh
 """
 
 from __future__ import annotations
 
+import shutil
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Protocol
 
 import numpy as np
 
-from corpus_assets.domain.core.compute import Engine
-from corpus_assets.domain.dedup.lsh import LshPolicy, lsh_candidates
-from corpus_assets.domain.dedup.near import NearDedupResult, near_dedup
+from corpus_assets.domain.core.compute import Engine, engine_from_env
+from corpus_assets.domain.core.progress import Progress
+from corpus_assets.domain.dedup.lsh import (
+    CAP_PIVOTS,
+    CAP_WINDOW,
+    CandidateStats,
+    LshPolicy,
+    _ragged_arange,
+    band_key,
+    bucket_runs,
+    empty_signature_rows,
+    run_pairs,
+    sorted_unique,
+)
+from corpus_assets.domain.dedup.near import NearDedupResult, finish_near_dedup
 
-__all__ = ["SignatureFile", "PairVerifier", "sharded_near_dedup"]
+__all__ = ["SignatureFile", "PairVerifier", "sharded_near_dedup", "REPORT_TOP"]
+
+_CHUNK_BYTES = 64 << 20  # signature bytes per key task
+_VERIFY_BATCH = 1 << 18  # pairs per jaccard_many call
+REPORT_TOP = 100  # capped buckets listed one by one in the report (the largest); totals cover all
+# a band entry is two uint64: the band key, and the tag band << 48 | rank (ranks < 2**48)
+_TAG_SHIFT = np.uint64(48)
+_RANK_MASK = np.uint64((1 << 48) - 1)
+_SHARD_SALT = np.uint64(0xD6E8FEB86659FD93)
+_PART_SALT = np.uint64(0xA0761D6478BD642F)
 
 
 @dataclass(frozen=True)
@@ -52,6 +95,218 @@ class PairVerifier(Protocol):
         """Real Jaccard (float64) of each ``(i, j)`` row of an int64 ``(k, 2)`` array."""
 
 
+# --------------------------------------------------------------------------------------------
+# hashing for routing (never part of an output: only which task sees a bucket / a pair)
+
+
+def _mix(h: np.ndarray) -> np.ndarray:
+    h ^= h >> np.uint64(30)
+    h *= np.uint64(0xBF58476D1CE4E5B9)
+    h ^= h >> np.uint64(27)
+    h *= np.uint64(0x94D049BB133111EB)
+    h ^= h >> np.uint64(31)
+    return h
+
+
+def _route(values: np.ndarray, salt: np.uint64, k: int) -> np.ndarray:
+    """Task index (uint16, so grouping by it is a radix sort) of each value."""
+    h = values.astype(np.uint64, copy=True)
+    h ^= salt
+    _mix(h)
+    return ((h >> np.uint64(33)) % np.uint64(k)).astype(np.uint16)
+
+
+def _group_offsets(groups: np.ndarray, k: int) -> list[int]:
+    return np.concatenate([[0], np.cumsum(np.bincount(groups, minlength=k))]).astype(np.int64).tolist()
+
+
+# --------------------------------------------------------------------------------------------
+# tasks (top-level functions, one small picklable dict each)
+
+
+def _column_major(sig: np.ndarray, ncols: int, block: int = 1024) -> np.ndarray:
+    """``sig[:, :ncols]`` as a column-major copy (band_key reads one column at a time, 3x
+    faster than strided), transposed in cache-sized row blocks (a whole-array transpose is
+    10x slower)."""
+    out = np.empty((ncols, sig.shape[0]), dtype=sig.dtype)
+    for s in range(0, sig.shape[0], block):
+        out[:, s : s + block] = np.asarray(sig[s : s + block, :ncols]).T
+    return out.T
+
+
+def _keys_task(job: dict) -> dict:
+    """Band keys of rows ``lo..hi``, entries grouped by bucket shard into one file."""
+    b, r = job["bands"], job["rows"]
+    sig = np.load(job["sig"], mmap_mode="r")[job["lo"] : job["hi"]]
+    empty = empty_signature_rows(sig)
+    cols = _column_major(sig, b * r)
+    del sig
+    rank = np.asarray(np.load(job["rank"], mmap_mode="r")[job["lo"] : job["hi"]])
+    live = ~empty
+    keys, tags, shard_ids = [], [], []
+    for band in range(b):
+        key = band_key(cols, band, r, empty)[live]
+        keys.append(key)
+        tags.append(rank[live].astype(np.uint64) | (np.uint64(band) << _TAG_SHIFT))
+        shard_ids.append(_route(key ^ np.uint64(band), _SHARD_SALT, job["shards"]))
+    del cols
+    shard = np.concatenate(shard_ids) if shard_ids else np.zeros(0, dtype=np.uint16)
+    perm = np.argsort(shard, kind="stable")  # uint16: a radix sort
+    out = np.empty((perm.size, 2), dtype=np.uint64)
+    out[:, 0] = np.concatenate(keys)[perm] if keys else 0
+    out[:, 1] = np.concatenate(tags)[perm] if tags else 0
+    np.save(job["out"], out)
+    return {"offsets": _group_offsets(shard, job["shards"]), "empty": int(empty.sum())}
+
+
+def _pivot_pair_counts(sizes: np.ndarray, cap: int) -> np.ndarray:
+    """Pivot + window pairs of a capped bucket of each size (closed form of ``lsh.run_pairs``)."""
+    piv = min(CAP_PIVOTS, cap)
+    w = CAP_WINDOW
+
+    def f(x):  # sum_{t=0..x} min(w, t), 0 for x < 0
+        x = np.asarray(x, dtype=np.int64)
+        return np.where(x < 0, 0, np.where(x <= w, x * (x + 1) // 2, w * (w + 1) // 2 + (x - w) * w))
+
+    return (sizes - cap) * piv + f(sizes - 1 - piv) - f(cap - piv - 1)
+
+
+def _key_tag_order(e: np.ndarray) -> np.ndarray:
+    """Permutation sorting entries by key, then tag = (band, rank), so a bucket (band, key) is a
+    run with its members in the total order. Keys are almost all distinct: one quicksort of the
+    keys, then only the entries of repeated keys are sorted by tag (a full lexsort is 5x slower).
+    Entries are distinct (one per record and band), so the result is unique."""
+    key = np.ascontiguousarray(e[:, 0])
+    perm = np.argsort(key)
+    ks = key[perm]
+    del key
+    if ks.size < 2:
+        return perm
+    same = np.empty(ks.size, dtype=bool)
+    same[0] = False
+    np.equal(ks[1:], ks[:-1], out=same[1:])
+    rep = same.copy()
+    rep[:-1] |= same[1:]  # every member of a run of equal keys
+    idx = np.flatnonzero(rep)
+    if idx.size:
+        run = np.cumsum(~same)[idx]  # run number of each such position
+        sub = perm[idx]
+        perm[idx] = sub[np.lexsort((e[sub, 1], run))]
+    return perm
+
+
+def _bucket_task(job: dict) -> dict:
+    """One bucket shard: its entries sorted by (band, key, rank), the pairs of its buckets."""
+    slices = [np.load(path, mmap_mode="r")[a:z] for path, a, z in job["inputs"] if z > a]
+    e = np.concatenate(slices) if slices else np.zeros((0, 2), dtype=np.uint64)
+    del slices
+    srt = _key_tag_order(e)
+    key, tag = e[srt, 0], e[srt, 1]
+    del e, srt
+    band = tag >> _TAG_SHIFT
+    rank = (tag & _RANK_MASK).astype(np.int64)
+    del tag
+    starts, sizes, buckets = bucket_runs(key, band)
+    p, q, stats, capped = run_pairs(starts, sizes, job["cap"])
+    stats.buckets = buckets
+    n, parts = job["n"], job["parts"]
+    codes = sorted_unique(rank[p] * np.int64(n) + rank[q])  # rank[p] < rank[q]: p first in its run
+    del p, q
+    named = sorted_unique(np.concatenate([codes // n, codes % n]))
+    np.save(job["named"], named)
+    part = _route(codes, _PART_SALT, parts)
+    np.save(job["out"], codes[np.argsort(part, kind="stable")])
+    offsets = _group_offsets(part, parts)
+    del codes, part
+    # capped buckets: what was done, for the report (members beyond the cap by rank)
+    c_start, c_size = starts[capped], sizes[capped]
+    cap = job["cap"] or 0
+    beyond = c_size - cap
+    table = np.stack([band[c_start].astype(np.int64), c_size, rank[c_start], beyond,
+                      _pivot_pair_counts(c_size, cap)], axis=1).astype(np.int64).reshape(-1, 5)
+    members = rank[np.repeat(c_start + cap, beyond) + _ragged_arange(beyond)]
+    np.savez(job["capped"], table=table, members=members, bucket=np.repeat(np.arange(capped.size), beyond))
+    return {"offsets": offsets, "stats": stats.as_dict(), "entries": int(key.size)}
+
+
+def _verify_task(job: dict) -> dict:
+    """One verification partition: distinct pairs, verified once each; edges with J >= tau."""
+    slices = [np.load(path, mmap_mode="r")[a:z] for path, a, z in job["inputs"] if z > a]
+    codes = sorted_unique(np.concatenate(slices)) if slices else np.zeros(0, dtype=np.int64)
+    del slices
+    n = job["n"]
+    order = np.load(job["order"], mmap_mode="r")
+    verifier = job["verifier"]
+    lo_parts, hi_parts, j_parts = [], [], []
+    for s in range(0, codes.size, _VERIFY_BATCH):
+        c = codes[s : s + _VERIFY_BATCH]
+        lo, hi = c // n, c % n
+        i, j = np.asarray(order[lo]), np.asarray(order[hi])
+        pairs = np.stack([np.minimum(i, j), np.maximum(i, j)], axis=1)
+        jac = np.asarray(verifier.jaccard_many(pairs), dtype=np.float64)
+        if jac.shape != (pairs.shape[0],):
+            raise ValueError(f"verifier.jaccard_many returned shape {jac.shape} for {pairs.shape[0]} pairs")
+        keep = jac >= job["tau"]
+        lo_parts.append(lo[keep])
+        hi_parts.append(hi[keep])
+        j_parts.append(jac[keep])
+    cat = lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dtype=dt)  # noqa: E731
+    np.savez(job["out"], lo=cat(lo_parts, np.int64), hi=cat(hi_parts, np.int64), j=cat(j_parts, np.float64))
+    return {"candidates": int(codes.size), "edges": int(sum(x.size for x in lo_parts))}
+
+
+# --------------------------------------------------------------------------------------------
+# driver
+
+
+def _run(engine: Engine, fn, jobs: list, name: str, log, label: str, unit: str) -> list:
+    """``engine.map`` in batches, so long stages log progress between batches."""
+    if log is None:
+        return engine.map(fn, jobs, name=name)
+    progress = Progress(log, label, total=len(jobs), unit=unit)
+    out: list = []
+    step = max(4, 4 * engine.workers)
+    for s in range(0, len(jobs), step):
+        out.extend(engine.map(fn, jobs[s : s + step], name=name))
+        progress.update(len(out))
+    progress.finish()
+    return out
+
+
+def _capped_report(files: list[Path], order: np.ndarray, component: np.ndarray, has_edge: np.ndarray,
+                   cap: Optional[int]) -> dict:
+    """Totals over every capped bucket and the ``REPORT_TOP`` largest one by one (size desc,
+    then band, then the pivot's rank): for the members beyond the cap, how many got a verified
+    edge and how many ended in the leakage group of the bucket's first member (its pivot)."""
+    totals = {"buckets": 0, "members_beyond_cap": 0, "pivot_pairs": 0, "members_with_edge": 0,
+              "members_in_pivot_group": 0}
+    top = np.zeros((0, 7), dtype=np.int64)  # band, size, pivot rank, beyond, pivot pairs, with edge, in group
+    for f in files:
+        with np.load(f) as z:
+            table, members, bucket = z["table"], z["members"], z["bucket"]
+        if not table.shape[0]:
+            continue
+        rec = order[members]
+        piv = order[table[bucket, 2]]
+        with_edge = np.bincount(bucket, weights=has_edge[rec], minlength=table.shape[0]).astype(np.int64)
+        in_group = np.bincount(bucket, weights=component[rec] == component[piv],
+                               minlength=table.shape[0]).astype(np.int64)
+        totals["buckets"] += int(table.shape[0])
+        totals["members_beyond_cap"] += int(table[:, 3].sum())
+        totals["pivot_pairs"] += int(table[:, 4].sum())
+        totals["members_with_edge"] += int(with_edge.sum())
+        totals["members_in_pivot_group"] += int(in_group.sum())
+        top = np.concatenate([top, np.column_stack([table, with_edge, in_group])])
+        top = top[np.lexsort((top[:, 2], top[:, 0], -top[:, 1]))][:REPORT_TOP]
+    largest = [
+        {"band": int(b), "size": int(s), "pivot": int(order[pr]), "members_beyond_cap": int(m),
+         "pivot_pairs": int(pp), "members_with_edge": int(we), "members_in_pivot_group": int(ig)}
+        for b, s, pr, m, pp, we, ig in top.tolist()
+    ]
+    return {"bucket_cap": cap, "pivots": CAP_PIVOTS, "window": CAP_WINDOW, **totals,
+            "largest": largest, "listed": len(largest)}
+
+
 def sharded_near_dedup(
     signatures: SignatureFile,
     order: np.ndarray,
@@ -62,13 +317,115 @@ def sharded_near_dedup(
     shards: int = 1,
     engine: Optional[Engine] = None,
     log: Optional[Callable[[str], None]] = None,
+    chunk_rows: Optional[int] = None,
 ) -> NearDedupResult:
-    """Near dedup of every row of ``signatures`` under ``policy``; see the module docstring."""
-    if shards < 1:
-        raise ValueError(f"shards must be >= 1, got {shards}")
-    sig = np.asarray(signatures.open())
+    """Near dedup of every row of ``signatures`` under ``policy``; see the module docstring.
+    ``shards`` is K (bucket shards = verification partitions); ``engine`` defaults to
+    :func:`engine_from_env`; ``chunk_rows`` the rows per key task (default: about 64 MiB of
+    signatures). Intermediate files go to a fresh directory under
+    ``workdir``, removed at the end."""
+    if not isinstance(shards, (int, np.integer)) or shards < 1:
+        raise ValueError(f"shards must be an integer >= 1, got {shards!r}")
+    if chunk_rows is not None and chunk_rows < 1:
+        raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows!r}")
+    engine = engine or engine_from_env()
+    sig = signatures.open()
+    if sig.ndim != 2:
+        raise ValueError(f"{signatures.path}: signatures must be a 2-D (n, num_perm) matrix, got shape {sig.shape}")
+    if not np.issubdtype(sig.dtype, np.unsignedinteger):
+        raise ValueError(f"{signatures.path}: signatures must be unsigned integers, got {sig.dtype}")
+    n, m = sig.shape
     b, r = policy.params()
-    pairs, _ = lsh_candidates(sig, b, r, policy.bucket_cap, order=np.asarray(order, dtype=np.int64))
-    needed = np.unique(pairs.reshape(-1)) if pairs.size else np.zeros(0, dtype=np.int64)
-    ready = verifier.prepare(needed, Path(workdir))
-    return near_dedup(sig, order, policy, jaccard_many=ready.jaccard_many)
+    if b * r > m:
+        raise ValueError(f"policy needs bands * rows = {b * r} signature values, {signatures.path} has {m}")
+    if n >= 1 << 48 or b >= 1 << 16:
+        raise ValueError(f"at most 2**48 records and 2**16 bands, got {n} and {b}")
+    if shards > np.iinfo(np.uint16).max:
+        raise ValueError(f"at most {np.iinfo(np.uint16).max} shards, got {shards}")
+    order = np.asarray(order)
+    if order.shape != (n,) or not np.issubdtype(order.dtype, np.integer):
+        raise ValueError(f"order must be {n} integer record indices (one per signature row), got shape {order.shape}")
+    order = order.astype(np.int64, copy=False)
+    rank = np.full(n, -1, dtype=np.int64)
+    if n and (order.min() < 0 or order.max() >= n):
+        raise ValueError(f"order must be a permutation of range({n}): index out of range")
+    rank[order] = np.arange(n, dtype=np.int64)
+    if (rank < 0).any():
+        raise ValueError(f"order must be a permutation of range({n}): {int((rank < 0).sum())} indices repeated")
+    del sig
+    k = int(shards)
+    tmp = Path(workdir) / f"sharded-lsh-{uuid.uuid4().hex[:12]}"
+    tmp.mkdir(parents=True)
+    say = log or (lambda _msg: None)
+    try:
+        np.save(tmp / "rank.npy", rank)
+        np.save(tmp / "order.npy", order)
+        rows_per = chunk_rows or max(1, _CHUNK_BYTES // max(1, m * _itemsize(signatures)))
+        bounds = [(lo, min(n, lo + rows_per)) for lo in range(0, n, rows_per)]
+        key_jobs = [{"sig": signatures.path, "rank": str(tmp / "rank.npy"), "lo": lo, "hi": hi, "bands": b,
+                     "rows": r, "shards": k, "out": str(tmp / f"keys-{c:06d}.npy")} for c, (lo, hi) in enumerate(bounds)]
+        say(f"near dedup: {n} records, {b} bands x {r} rows, cap {policy.bucket_cap}, {k} shards, "
+            f"{len(key_jobs)} key chunks of {rows_per} rows, on {engine.describe()}")
+        key_res = _run(engine, _keys_task, key_jobs, "lsh-keys", log, "near dedup: band keys", "chunks")
+        bucket_jobs = [{"inputs": [(j["out"], kr["offsets"][s], kr["offsets"][s + 1]) for j, kr in zip(key_jobs, key_res)],
+                        "cap": policy.bucket_cap, "n": n, "parts": k, "out": str(tmp / f"pairs-{s:04d}.npy"),
+                        "named": str(tmp / f"named-{s:04d}.npy"), "capped": str(tmp / f"capped-{s:04d}.npz")}
+                       for s in range(k)]
+        bucket_res = _run(engine, _bucket_task, bucket_jobs, "lsh-buckets", log, "near dedup: bucket shards", "shards")
+        for j in key_jobs:
+            Path(j["out"]).unlink()
+        stats = CandidateStats()
+        for br in bucket_res:
+            stats.add(CandidateStats(**br["stats"]))
+        stats.bands_done = b
+        needed_mask = np.zeros(n, dtype=bool)
+        for j in bucket_jobs:
+            needed_mask[order[np.load(j["named"])]] = True
+            Path(j["named"]).unlink()
+        needed = np.flatnonzero(needed_mask).astype(np.int64)
+        del needed_mask
+        say(f"near dedup: {stats.pair_emissions} pair emissions ({stats.pivot_pairs} pivot pairs of "
+            f"{stats.capped_buckets} capped buckets) naming {needed.size} records; preparing the verifier")
+        ready = verifier.prepare(needed, Path(workdir))
+        del needed
+        verify_jobs = [{"inputs": [(j["out"], br["offsets"][v], br["offsets"][v + 1]) for j, br in zip(bucket_jobs, bucket_res)],
+                        "n": n, "order": str(tmp / "order.npy"), "verifier": ready, "tau": policy.threshold,
+                        "out": str(tmp / f"edges-{v:04d}.npz")} for v in range(k)]
+        verify_res = _run(engine, _verify_task, verify_jobs, "lsh-verify", log, "near dedup: verified partitions",
+                          "partitions")
+        for j in bucket_jobs:
+            Path(j["out"]).unlink()
+        candidates = sum(x["candidates"] for x in verify_res)
+        stats.pairs = candidates
+        lo, hi, jac = _load_edges([Path(j["out"]) for j in verify_jobs])
+        say(f"near dedup: {candidates} distinct candidate pairs, {lo.size} verified edges (J >= {policy.threshold})")
+        pairs = np.stack([order[hi], order[lo]], axis=1) if lo.size else np.zeros((0, 2), dtype=np.int64)
+        del lo, hi
+        result = finish_near_dedup(order, rank, pairs, jac, policy, candidates, stats)
+        has_edge = np.zeros(n, dtype=bool)
+        has_edge[result.edges.reshape(-1)] = True
+        result.capped = _capped_report([Path(j["capped"]) for j in bucket_jobs], order, result.component,
+                                       has_edge, policy.bucket_cap)
+        if result.capped["buckets"]:
+            c = result.capped
+            say(f"near dedup: {c['buckets']} capped buckets, {c['members_beyond_cap']} members beyond the cap, "
+                f"{c['members_with_edge']} with a verified edge, {c['members_in_pivot_group']} in their pivot's group")
+        return result
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _itemsize(signatures: SignatureFile) -> int:
+    return int(signatures.open().dtype.itemsize)
+
+
+def _load_edges(files: list[Path]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    lo, hi, jac = [], [], []
+    for f in files:
+        with np.load(f) as z:
+            lo.append(z["lo"])
+            hi.append(z["hi"])
+            jac.append(z["j"])
+    if not lo:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64)
+    return np.concatenate(lo), np.concatenate(hi), np.concatenate(jac)
