@@ -272,3 +272,31 @@ def test_uint32_signatures_are_not_widened_and_give_the_same_keys():
     p32, s32 = lsh_candidates(sig32, 4, 4)
     p64, s64 = lsh_candidates(sig64, 4, 4)
     assert np.array_equal(p32, p64) and s32.as_dict() == s64.as_dict()
+
+
+def test_capped_buckets_take_central_pivots_as_the_reference_does():
+    """With signatures (the release path), a capped bucket's pivots are its first member and the
+    members sharing most signature values with its first CAP_REFERENCES members; the vectorised
+    path and the Python reference agree, in index order and in a shuffled total order."""
+    rng = np.random.default_rng(11)
+    sig = planted_signatures(n=500, m=12, families=0, seed=9)
+    star = rng.choice(500, size=90, replace=False)
+    template = sig[star[45]].copy()
+    for x in star:
+        if x != star[45]:
+            s = template.copy()
+            flip = rng.random(12) < 0.35
+            flip[:3] = False  # every copy shares band 0 with the template: one bucket of 90
+            s[flip] = rng.integers(0, 2**32, size=int(flip.sum()), dtype=np.uint64)
+            sig[x] = s
+    keys = band_keys(sig, 4, 3)
+    for order in (None, rng.permutation(500)):
+        pairs, st = lsh_candidates(sig, 4, 3, 10, order=order)
+        assert st.capped_buckets >= 1
+        assert as_set(pairs) == naive_candidate_pairs(keys, 10, order=order, signatures=sig)
+        # the template is a pivot: every copy in its bucket is paired with it
+        assert {int(x) for x in star if x != star[45]} <= {
+            k if j == star[45] else j for j, k in as_set(pairs) if star[45] in (j, k)}
+    # without signatures (key matrix only) the pivots are the first members: the template is not
+    plain, _ = candidate_pairs(keys, 10)
+    assert len({j if k == star[45] else k for j, k in as_set(plain) if star[45] in (j, k)}) < 89

@@ -90,6 +90,51 @@ def test_clusters_larger_than_the_cap_stay_whole(corpus):
     assert res.stats.pair_emissions < res.stats.pairs_before_cap / 5
 
 
+def _star_corpus(tmp_path, n=2000, leaves=300, seed=3):
+    """One template set of 40 values and ``leaves`` copies of it with 5 values replaced each:
+    every copy is near the template (J ~ 0.78 >= tau 0.7) but copies are not near each other
+    (J ~ 0.6), and the template sits in the middle of the total order."""
+    rng = np.random.default_rng(seed)
+    sets = [np.unique(rng.integers(0, 2**40, size=40)) for _ in range(n)]
+    template = np.unique(rng.integers(2**40, 2**41, size=40))
+    idx = np.sort(rng.choice(n, size=leaves + 1, replace=False))
+    t = int(idx[leaves // 2])
+    sets[t] = template
+    for i in idx.tolist():
+        if i != t:
+            s = template.copy()
+            s[rng.choice(s.size, size=5, replace=False)] = rng.integers(2**42, 2**43, size=5)
+            sets[i] = np.unique(s)
+    sig = minhash(sets, 64)
+    np.save(tmp_path / "star.npy", sig)
+    order = rng.permutation(n).astype(np.int64)
+    order = np.concatenate([order[order != t][: n // 2], [t], order[order != t][n // 2:]])  # template mid-order
+    return {"sets": sets, "sig": sig, "file": SignatureFile(str(tmp_path / "star.npy")), "order": order,
+            "dir": tmp_path, "template": t, "leaves": idx[idx != t]}
+
+
+def test_a_star_cluster_over_the_cap_joins_through_its_template(tmp_path):
+    """Boilerplate copies of one template, each near it but not near each other, in buckets far
+    over the cap: the template is a central pivot of every such bucket, so every copy that shares
+    a bucket with it is verified against it and lands in its leakage group — in the sharded and
+    the in-memory path alike."""
+    star = _star_corpus(tmp_path)
+    sets, t, leaves = star["sets"], star["template"], star["leaves"]
+    assert min(jaccard(sets[t], sets[m]) for m in leaves) >= POLICY.threshold
+    assert np.median([jaccard(sets[leaves[i]], sets[leaves[i + 1]]) for i in range(50)]) < POLICY.threshold
+    res, _ = run(star, shards=4)
+    assert res.stats.capped_buckets > 0 and res.stats.largest_bucket > 3 * CAP
+    b, r = POLICY.params()
+    from corpus_assets.domain.dedup.lsh import band_keys
+
+    keys = band_keys(star["sig"], b, r)
+    shares = (keys[leaves] == keys[t]).any(axis=1)
+    assert shares.mean() > 0.95
+    assert (res.component[leaves[shares]] == res.component[t]).all()
+    mem = near_dedup(star["sig"], star["order"], POLICY, jaccard_many=SetVerifier(sets).jaccard_many)
+    assert np.array_equal(mem.component, res.component) and np.array_equal(mem.representative, res.representative)
+
+
 def test_same_bytes_for_any_shard_count_and_worker_count(corpus, two_workers, tmp_path):
     seen = {}
     for shards in (1, 4, 16):

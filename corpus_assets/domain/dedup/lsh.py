@@ -6,10 +6,12 @@
 ``i * n + j`` int64 codes, so memory stays at the signatures plus one band; band results merge by
 sorted union (``merge_candidates``) whatever the split of the bands. Key 0 means *no bucket*
 (empty signatures). ``LshPolicy.bucket_cap`` keeps hot buckets bounded without splitting them:
-the first ``bucket_cap`` members (in the total order) pair with each other, every member beyond the
-cap pairs with the bucket's first ``CAP_PIVOTS`` members and its ``CAP_WINDOW`` predecessors
-(:func:`run_pairs`), so a near-duplicate cluster of any size stays linked with O(size) pairs; the
-cost is counted in ``CandidateStats``. Duplicate codes are removed by sort + neighbour mask
+the bucket's ``CAP_PIVOTS`` pivots (its first member and the most central others: most signature
+values shared with its first ``CAP_REFERENCES`` members, :func:`central_pivots_first`) come first, the first ``bucket_cap``
+members then pair with each other, and every member beyond the cap pairs with the pivots and its
+``CAP_WINDOW`` predecessors (:func:`run_pairs`), so a near-duplicate cluster of any size — a star
+of copies around one template included — stays linked with O(size) pairs; the cost is counted in
+``CandidateStats``. Duplicate codes are removed by sort + neighbour mask
 (``np.unique`` / ``np.union1d`` on int64 codes were 15-97x slower on big buckets).
 
 Design and decisions: docs/dedup.md#lsh-banding
@@ -20,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 from functools import lru_cache
-from typing import Iterable, Optional, Sequence
+from typing import Callable, Iterable, Optional, Sequence
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -42,6 +44,8 @@ __all__ = [
     "merge_candidates",
     "CAP_PIVOTS",
     "CAP_WINDOW",
+    "CAP_REFERENCES",
+    "central_pivots_first",
     "bucket_runs",
     "run_pairs",
     "sorted_unique",
@@ -49,9 +53,11 @@ __all__ = [
 ]
 
 # lsh-2: members beyond the bucket cap pair with the bucket's pivots and window (lsh-1: nothing)
-LSH_CODE_VERSION = "lsh-2"
-CAP_PIVOTS = 4  # members beyond the cap pair with the bucket's first CAP_PIVOTS members ...
+# lsh-3: a capped bucket's pivots are its most central members (lsh-2: its first members)
+LSH_CODE_VERSION = "lsh-3"
+CAP_PIVOTS = 4  # members beyond the cap pair with the capped bucket's CAP_PIVOTS pivots ...
 CAP_WINDOW = 4  # ... and with the CAP_WINDOW members just before them in the total order
+CAP_REFERENCES = 32  # pivots: the members sharing most signature values with the first CAP_REFERENCES
 NO_BUCKET = np.uint64(0)
 _EMPTY_VALUES = (np.uint64((1 << 32) - 1), np.uint64((1 << 64) - 1))
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -142,6 +148,7 @@ class LshPolicy(BaseModel):
             "bucket_cap": self.bucket_cap,
             "cap_pivots": CAP_PIVOTS,
             "cap_window": CAP_WINDOW,
+            "cap_pivot_choice": f"central to the first {CAP_REFERENCES} members" if self.bucket_cap else None,
             "p_candidate_at_threshold": candidate_probability(self.threshold, b, r),
         }
 
@@ -325,12 +332,63 @@ def bucket_runs(sorted_keys: np.ndarray, groups: Optional[np.ndarray] = None) ->
     return starts[multi].astype(np.int64), lengths[multi].astype(np.int64), int(valid.sum())
 
 
+def _central_positions(run: np.ndarray, signature_rows: Callable[[np.ndarray], np.ndarray], pivots: int,
+                       block: int = 2048) -> np.ndarray:
+    """Positions (ascending) of a capped run's pivots: its first member (first in the total order,
+    so a kept representative whenever anything is: members that match it are removed onto it), and
+    the ``pivots - 1`` others with the highest mean signature agreement with the run's first
+    ``CAP_REFERENCES`` members (a reference is not compared with itself); ties go to the earlier
+    position."""
+    size = run.size
+    ref = np.asarray(signature_rows(run[:CAP_REFERENCES]))
+    nref, width = ref.shape
+    total = np.empty(size, dtype=np.int64)
+    for s in range(0, size, block):
+        blk = np.asarray(signature_rows(run[s : s + block]))
+        total[s : s + blk.shape[0]] = (blk[:, None, :] == ref[None, :, :]).sum(axis=(1, 2))
+    mean = total.astype(np.float64)
+    mean[:nref] -= width  # a reference's agreement with itself
+    mean[:nref] /= max(nref - 1, 1)
+    mean[nref:] /= nref
+    mean[0] = np.inf  # the first member is always a pivot
+    best = np.lexsort((np.arange(size), -mean))[:pivots]
+    return np.sort(best)
+
+
+def central_pivots_first(
+    members: np.ndarray, starts: np.ndarray, sizes: np.ndarray, bucket_cap: Optional[int],
+    signature_rows: Callable[[np.ndarray], np.ndarray],
+) -> int:
+    """In place, for every capped run ``members[start : start + size]`` (``size > bucket_cap``,
+    members in the total order): its ``CAP_PIVOTS`` most central members (:func:`_central_positions`)
+    (the first member and the most central others) move to the front, the others keep their order. ``signature_rows(values)`` gives the signature
+    rows of member values. Returns the number of runs reordered.
+
+    Why: a boilerplate cluster is often a star — copies of one template, each near the template
+    but less near each other — and the template can sit anywhere in the total order; a pivot
+    chosen by position would leave the copies that match only the template unlinked."""
+    if bucket_cap is None:
+        return 0
+    pivots = min(CAP_PIVOTS, int(bucket_cap))
+    done = 0
+    for ci in np.flatnonzero(sizes > bucket_cap).tolist():
+        s, size = int(starts[ci]), int(sizes[ci])
+        run = members[s : s + size].copy()
+        top = _central_positions(run, signature_rows, pivots)
+        rest = np.ones(size, dtype=bool)
+        rest[top] = False
+        members[s : s + size] = np.concatenate([run[top], run[rest]])
+        done += 1
+    return done
+
+
 def run_pairs(
     starts: np.ndarray, sizes: np.ndarray, bucket_cap: Optional[int]
 ) -> tuple[np.ndarray, np.ndarray, CandidateStats, np.ndarray]:
     """Candidate pairs of buckets given as runs ``[start, start+size)`` of an array whose members
-    are in the total order within each run. Returns positions ``(p, q)`` with ``p < q`` (so ``p``
-    comes first in the order), the counts, and the indices (into ``starts``) of the capped runs.
+    are in the total order within each run (a capped run's pivots first:
+    :func:`central_pivots_first`). Returns positions ``(p, q)`` with ``p < q``, the counts, and
+    the indices (into ``starts``) of the capped runs.
 
     Capped bucket (``size > c``): all pairs among its first ``c`` members, and each member ``k >= c``
     paired with the pivots ``0 .. P-1`` (``P = min(CAP_PIVOTS, c)``) and its window
@@ -376,26 +434,29 @@ def run_pairs(
 
 
 def _band_pair_codes(
-    key_in_order: np.ndarray, bucket_cap: Optional[int], order: Optional[np.ndarray], n: int
+    key_in_order: np.ndarray, bucket_cap: Optional[int], order: Optional[np.ndarray], n: int,
+    signatures: Optional[np.ndarray] = None,
 ) -> tuple[np.ndarray, CandidateStats]:
     """Sorted unique pair codes ``i*n + j`` (record indices, i < j) of one band. ``key_in_order``
     is the band's key column in processing order (``order[p]`` is the record at position p, or
-    the identity); members of a bucket are taken in that order (stable sort)."""
+    the identity); members of a bucket are taken in that order (stable sort). With
+    ``signatures`` (rows by record index), capped buckets take central pivots."""
     m = key_in_order.shape[0]
     if m == 0:
         return np.zeros(0, dtype=np.int64), CandidateStats(bands_done=1)
     perm = np.argsort(key_in_order, kind="stable")
     starts, sizes, buckets = bucket_runs(key_in_order[perm])
+    members = perm if order is None else order[perm]
+    del perm
+    if signatures is not None:
+        central_pivots_first(members, starts, sizes, bucket_cap, lambda rec: signatures[rec])
     first, second, stats, _ = run_pairs(starts, sizes, bucket_cap)
     stats.bands_done, stats.buckets = 1, buckets
     if first.size == 0:
         return np.zeros(0, dtype=np.int64), stats
-    p = perm[first]
-    q = perm[second]
-    del first, second, perm
-    if order is not None:
-        p = order[p]
-        q = order[q]
+    p = members[first]
+    q = members[second]
+    del first, second, members
     lo = np.minimum(p, q).astype(np.int64)
     hi = np.maximum(p, q).astype(np.int64)
     del p, q
@@ -499,7 +560,7 @@ def lsh_candidates(
         key = band_key(sig, b, rows, empty)
         if order is not None:
             key = key[order]
-        codes, st = _band_pair_codes(key, bucket_cap, order, n)
+        codes, st = _band_pair_codes(key, bucket_cap, order, n, signatures=sig)
         del key
         total.add(st)
         union.add(codes)
@@ -528,9 +589,11 @@ def merge_candidates(parts: Iterable[tuple[np.ndarray, CandidateStats]]) -> tupl
 
 
 def naive_candidate_pairs(
-    keys: np.ndarray, bucket_cap: Optional[int] = None, order: Optional[np.ndarray] = None
+    keys: np.ndarray, bucket_cap: Optional[int] = None, order: Optional[np.ndarray] = None,
+    signatures: Optional[np.ndarray] = None,
 ) -> set[tuple[int, int]]:
-    """Reference implementation with a dict of buckets (tests only; not for release scale)."""
+    """Reference implementation with a dict of buckets and Python loops (tests only; not for
+    release scale). With ``signatures``, a capped bucket's pivots are its most central members."""
     out: set[tuple[int, int]] = set()
     keys = np.asarray(keys)
     seq = range(keys.shape[0]) if order is None else [int(x) for x in order]
@@ -541,6 +604,17 @@ def naive_candidate_pairs(
             if k != 0:
                 buckets.setdefault(k, []).append(i)
         for members in buckets.values():
+            if signatures is not None and bucket_cap is not None and len(members) > bucket_cap:
+                refs = members[:CAP_REFERENCES]
+                rows = [list(map(int, signatures[m])) for m in members]
+
+                def centrality(pos: int) -> float:
+                    others = [r for r in range(len(refs)) if r != pos]
+                    return sum(sum(a == b for a, b in zip(rows[pos], rows[r])) for r in others) / max(len(others), 1)
+
+                ranked = sorted(range(1, len(members)), key=lambda pos: (-centrality(pos), pos))
+                top = [0] + sorted(ranked[: min(CAP_PIVOTS, bucket_cap) - 1])
+                members = [members[t] for t in top] + [m for pos, m in enumerate(members) if pos not in top]
             c = len(members) if bucket_cap is None else min(bucket_cap, len(members))
             partners = {k: range(k) for k in range(c)}
             piv = min(CAP_PIVOTS, c)

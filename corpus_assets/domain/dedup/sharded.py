@@ -54,6 +54,7 @@ from corpus_assets.domain.dedup.lsh import (
     _ragged_arange,
     band_key,
     bucket_runs,
+    central_pivots_first,
     empty_signature_rows,
     run_pairs,
     sorted_unique,
@@ -195,6 +196,22 @@ def _key_tag_order(e: np.ndarray) -> np.ndarray:
     return perm
 
 
+def _rows_by_rank(sig_path: str, order_path: str) -> Callable[[np.ndarray], np.ndarray]:
+    """``ranks -> signature rows`` for a capped bucket's members, read from the memory-mapped
+    file in ascending row order (the only signature rows a bucket task reads)."""
+    sig = np.load(sig_path, mmap_mode="r")
+    order = np.load(order_path, mmap_mode="r")
+
+    def rows(ranks: np.ndarray) -> np.ndarray:
+        idx = np.asarray(order[np.asarray(ranks, dtype=np.int64)])
+        srt = np.argsort(idx, kind="stable")
+        out = np.empty((idx.size, sig.shape[1]), dtype=sig.dtype)
+        out[srt] = sig[idx[srt]]
+        return out
+
+    return rows
+
+
 def _bucket_task(job: dict) -> dict:
     """One bucket shard: its entries sorted by (band, key, rank), the pairs of its buckets."""
     slices = [np.load(path, mmap_mode="r")[a:z] for path, a, z in job["inputs"] if z > a]
@@ -207,11 +224,15 @@ def _bucket_task(job: dict) -> dict:
     rank = (tag & _RANK_MASK).astype(np.int64)
     del tag
     starts, sizes, buckets = bucket_runs(key, band)
+    if job["cap"] is not None and (sizes > job["cap"]).any():
+        central_pivots_first(rank, starts, sizes, job["cap"], _rows_by_rank(job["sig"], job["order"]))
     p, q, stats, capped = run_pairs(starts, sizes, job["cap"])
     stats.buckets = buckets
     n, parts = job["n"], job["parts"]
-    codes = sorted_unique(rank[p] * np.int64(n) + rank[q])  # rank[p] < rank[q]: p first in its run
+    rp, rq = rank[p], rank[q]
     del p, q
+    codes = sorted_unique(np.minimum(rp, rq) * np.int64(n) + np.maximum(rp, rq))
+    del rp, rq
     named = sorted_unique(np.concatenate([codes // n, codes % n]))
     np.save(job["named"], named)
     part = _route(codes, _PART_SALT, parts)
@@ -369,6 +390,7 @@ def sharded_near_dedup(
         key_res = _run(engine, _keys_task, key_jobs, "lsh-keys", log, "near dedup: band keys", "chunks")
         bucket_jobs = [{"inputs": [(j["out"], kr["offsets"][s], kr["offsets"][s + 1]) for j, kr in zip(key_jobs, key_res)],
                         "cap": policy.bucket_cap, "n": n, "parts": k, "out": str(tmp / f"pairs-{s:04d}.npy"),
+                        "sig": signatures.path, "order": str(tmp / "order.npy"),
                         "named": str(tmp / f"named-{s:04d}.npy"), "capped": str(tmp / f"capped-{s:04d}.npz")}
                        for s in range(k)]
         bucket_res = _run(engine, _bucket_task, bucket_jobs, "lsh-buckets", log, "near dedup: bucket shards", "shards")
