@@ -104,8 +104,10 @@ def side(home: str, which: str) -> None:
         import dedup_baseline_9f61c01 as mod
     else:
         from corpus_assets.domain.dedup import clusters_layer as mod
-    import polars  # noqa: F401 - imported by both sides' dependencies anyway; not counted as work
-    import pyarrow.parquet  # noqa: F401
+    import importlib
+
+    for lib in ("polars", "pyarrow.parquet", "pyarrow.compute"):  # start-up for both sides, not work
+        importlib.import_module(lib)
 
     store = LayerStore(home)
     minhash = _minhash()

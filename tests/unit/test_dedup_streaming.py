@@ -230,3 +230,38 @@ def test_shingle_sets_give_the_jaccard_of_the_texts_and_survive_pickling(tmp_pat
 
 def test_dedup_tables_are_the_layer_tables():
     assert set(DEDUP_TABLES) == {"clusters", "aliases", "edges", "superseded", "decisions"}
+
+
+def test_dedup_shards_is_read_but_is_not_part_of_the_release_identity(tmp_path):
+    from corpus_assets.domain.release.spec import load_release_spec
+
+    a, b = tmp_path / "a" / "r1.yaml", tmp_path / "b" / "r1.yaml"
+    a.parent.mkdir()
+    b.parent.mkdir()
+    a.write_text("name: r1\nsnapshots: {sources: [site_a]}\ndedup: {exact: true, shards: 8}\n")
+    b.write_text("name: r1\nsnapshots: {sources: [site_a]}\ndedup: {exact: true}\n")
+    sa, sb = load_release_spec(a), load_release_spec(b)
+    assert (sa.dedup.shards, sb.dedup.shards) == (8, 1)
+    assert sa.as_written() == sb.as_written() and sa.as_written()["dedup"] == {"exact": True}
+    assert sa.dedup.build_record() == sb.dedup.build_record()
+
+
+@pytest.mark.parametrize("batch_chars", [50, 512 << 10])
+def test_batched_shingle_hashes_and_sorted_jaccard_equal_the_per_text_functions(monkeypatch, batch_chars):
+    from corpus_assets.domain.dedup import text_verifier
+    from corpus_assets.domain.dedup.text_verifier import jaccard_sorted, shingle_hashes_many
+
+    monkeypatch.setattr(text_verifier, "BATCH_CHARS", batch_chars)  # one text a batch, or all in one
+
+    texts = [GC, "", "one", "two words", "  leading and trailing  ", "tabs\tand\nnewlines  and  runs",
+             "unicode\u00a0space and\u2003em space", _near(VENV, 3), CODE, "é" * 40, VENV * 30]
+    for policy in (MINHASH, MinHashPolicy(shingles={"unit": "char", "size": 4}), MinHashPolicy(hash_function="sha1_32")):
+        forms = [dedup_normal_form(t, "prose") for t in texts] + [dedup_normal_form(CODE, "code")]
+        got = shingle_hashes_many(forms, policy)
+        want = [text_shingle_hashes(f, policy) for f in forms]
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert g.dtype == np.uint64 and g.tolist() == w.tolist()
+        for a in range(len(forms)):
+            for b in range(len(forms)):
+                assert jaccard_sorted(got[a], got[b]) == exact_jaccard(want[a], want[b])

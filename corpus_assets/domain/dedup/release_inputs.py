@@ -165,6 +165,8 @@ def load_release_inputs(store: LayerStore, snapshots: Sequence[str], view: Relea
     used_parts, left_parts = [], []
     curated, sigs, digests = [], [], {}
     dtype = None
+    progress = Progress(log, f"{label}: light columns read", unit="rows") if log else None
+    read = 0
     for snap in sorted(snapshots):
         sig_v = store.require_current(MINHASH_SIGNATURES, snap)
         digests[snap] = sig_v.content_digest
@@ -183,6 +185,9 @@ def load_release_inputs(store: LayerStore, snapshots: Sequence[str], view: Relea
         for b in cur_v.iter_batches("records", batch_size=65536, columns=list(_LIGHT)):
             t = pa.Table.from_batches([b]).append_column("cur_pos", pa.array(np.arange(pos, pos + b.num_rows)))
             pos += b.num_rows
+            read += b.num_rows
+            if progress is not None:
+                progress.update(read)
             rid = t.column("record_id")
             if len(used_ids):
                 u = t.filter(pc.is_in(rid, value_set=used_ids))
@@ -211,6 +216,8 @@ def load_release_inputs(store: LayerStore, snapshots: Sequence[str], view: Relea
         used_parts.append(joined)
         if log:
             log(f"{label}: {snap}: {joined.height} records read (light columns)")
+    if progress is not None:
+        progress.finish()
     cols = ["record_id", "source_id", "snapshot", "dedup_key", "schema_type", "domain", "lang", "char_count",
             "eligible", "group_id", "part", "cur_pos", "sig_pos"]
     if used_parts:
