@@ -35,6 +35,16 @@ __all__ = ["ReleaseInputs", "load_release_inputs", "order_rank", "eligible_colum
 NO_PRIORITY = 1_000_000  # a source without a declared priority sorts after every declared one
 _LIGHT = ("record_id", "source_id", "governance_json", "schema_type", "domain", "lang", "char_count", "group_id")
 _LOW_CARDINALITY = ("source_id", "snapshot", "schema_type", "domain", "lang")
+_RECORD_SCHEMA = pa.schema([
+    ("record_id", pa.string()), ("source_id", pa.string()), ("snapshot", pa.string()), ("dedup_key", pa.string()),
+    ("schema_type", pa.string()), ("domain", pa.string()), ("lang", pa.string()), ("char_count", pa.int64()),
+    ("eligible", pa.bool_()), ("group_id", pa.string()), ("part", pa.int32()), ("cur_pos", pa.int64()),
+    ("sig_pos", pa.int64()),
+])
+_LEFT_SCHEMA = pa.schema([
+    ("record_id", pa.string()), ("source_id", pa.string()), ("schema_type", pa.string()), ("domain", pa.string()),
+    ("lang", pa.string()), ("char_count", pa.int64()), ("snapshot", pa.string()),
+])
 
 
 @dataclass
@@ -197,7 +207,7 @@ def load_release_inputs(store: LayerStore, snapshots: Sequence[str], view: Relea
                     ["record_id", "source_id", "schema_type", "domain", "lang", "char_count"]))
         if gone:
             lt = pa.concat_tables(gone)
-            left_parts.append(pl.from_arrow(lt.append_column("snapshot", pa.array([snap] * lt.num_rows, pa.string()))))
+            left_parts.append(lt.append_column("snapshot", pa.array([snap] * lt.num_rows, pa.string())))
         if not len(used_ids):
             continue
         spos, sig_rows = 0, []
@@ -205,30 +215,22 @@ def load_release_inputs(store: LayerStore, snapshots: Sequence[str], view: Relea
             t = pa.Table.from_batches([b]).append_column("sig_pos", pa.array(np.arange(spos, spos + b.num_rows)))
             spos += b.num_rows
             sig_rows.append(t.filter(pc.is_in(t.column("record_id"), value_set=used_ids)))
-        cur = pl.from_arrow(pa.concat_tables(kept))
-        sig = pl.from_arrow(pa.concat_tables(sig_rows))
-        joined = sig.join(cur, on="record_id", how="inner").with_columns(pl.lit(part, pl.Int32).alias("part"))
-        if joined.height != len(used_ids) or sig.height != joined.height:
-            missing = sorted(set(cur.get_column("record_id").to_list()) ^ set(sig.get_column("record_id").to_list()))
+        cur, sig = pa.concat_tables(kept), pa.concat_tables(sig_rows)
+        joined = sig.join(cur, keys="record_id", join_type="inner")
+        joined = joined.append_column("part", pa.array(np.full(joined.num_rows, part, dtype=np.int32)))
+        if joined.num_rows != len(used_ids) or sig.num_rows != joined.num_rows:
+            missing = sorted(set(cur.column("record_id").to_pylist()) ^ set(sig.column("record_id").to_pylist()))
             raise ValueError(
                 f"{snap}: minhash_signatures does not hold one signature per curated record the release uses "
-                f"({len(used_ids)} used, {sig.height} signatures, e.g. {missing[:3]}); rematerialize minhash_signatures[{snap}]")
-        used_parts.append(joined)
+                f"({len(used_ids)} used, {sig.num_rows} signatures, e.g. {missing[:3]}); rematerialize minhash_signatures[{snap}]")
+        used_parts.append(joined.select(list(_RECORD_SCHEMA.names)).cast(_RECORD_SCHEMA))
         if log:
-            log(f"{label}: {snap}: {joined.height} records read (light columns)")
+            log(f"{label}: {snap}: {joined.num_rows} records read (light columns)")
     if progress is not None:
         progress.finish()
-    cols = ["record_id", "source_id", "snapshot", "dedup_key", "schema_type", "domain", "lang", "char_count",
-            "eligible", "group_id", "part", "cur_pos", "sig_pos"]
-    if used_parts:
-        frame = pl.concat([f.select(cols) for f in used_parts]).sort(["record_id", "part"])
-    else:
-        frame = pl.DataFrame(schema={"record_id": pl.String, "source_id": pl.String, "snapshot": pl.String,
-                                     "dedup_key": pl.String, "schema_type": pl.String, "domain": pl.String,
-                                     "lang": pl.String, "char_count": pl.Int64, "eligible": pl.Boolean,
-                                     "group_id": pl.String, "part": pl.Int32, "cur_pos": pl.Int64, "sig_pos": pl.Int64})
-    records = _compact(frame.to_arrow())
-    return ReleaseInputs(records, _left_out_in_view_order(left_parts, view.excluded), curated, sigs, dtype,
+    table = pa.concat_tables(used_parts) if used_parts else _RECORD_SCHEMA.empty_table()
+    table = table.take(pc.sort_indices(table, sort_keys=[("record_id", "ascending"), ("part", "ascending")]))
+    return ReleaseInputs(_compact(table), _left_out_in_view_order(left_parts, view.excluded), curated, sigs, dtype,
                          dict(sorted(digests.items())))
 
 
@@ -245,19 +247,19 @@ def _compact(t: pa.Table) -> pa.Table:
     return pa.table(cols)
 
 
-def _left_out_in_view_order(parts: list[pl.DataFrame], excluded: list[Excluded]) -> pa.Table:
+def _left_out_in_view_order(parts: list[pa.Table], excluded: list[Excluded]) -> pa.Table:
     """The light row of each copy the view leaves out, in ``excluded`` order."""
-    order = pl.DataFrame({"snapshot": [e.snapshot for e in excluded], "record_id": [e.record_id for e in excluded]},
-                         schema={"snapshot": pl.String, "record_id": pl.String}).with_row_index("at")
-    rows = (pl.concat(parts) if parts else pl.DataFrame(schema={
-        "record_id": pl.String, "source_id": pl.String, "schema_type": pl.String, "domain": pl.String,
-        "lang": pl.String, "char_count": pl.Int64, "snapshot": pl.String}))
-    out = order.join(rows, on=["snapshot", "record_id"], how="left").sort("at")
-    if out.get_column("source_id").null_count():
-        missing = out.filter(pl.col("source_id").is_null()).row(0, named=True)
-        raise ValueError(f"copy {missing['record_id']} of {missing['snapshot']} left out by the release view "
-                         "is not in that snapshot's curated records")
-    return _compact(out.select(["record_id", "snapshot", "source_id", "schema_type", "domain", "lang", "char_count"]).to_arrow())
+    order = pa.table({"at": pa.array(np.arange(len(excluded), dtype=np.int64)),
+                      "snapshot": pa.array([e.snapshot for e in excluded], pa.string()),
+                      "record_id": pa.array([e.record_id for e in excluded], pa.string())})
+    rows = pa.concat_tables(parts) if parts else _LEFT_SCHEMA.empty_table()
+    out = order.join(rows.cast(_LEFT_SCHEMA), keys=["snapshot", "record_id"], join_type="left outer")
+    out = out.take(pc.sort_indices(out, sort_keys=[("at", "ascending")]))
+    if out.column("source_id").null_count:
+        at = pc.index(pc.is_null(out.column("source_id")), True).as_py()
+        raise ValueError(f"copy {out.column('record_id')[at]} of {out.column('snapshot')[at]} left out by the release "
+                         "view is not in that snapshot's curated records")
+    return _compact(out.select(["record_id", "snapshot", "source_id", "schema_type", "domain", "lang", "char_count"]))
 
 
 def write_signature_rows(inputs: ReleaseInputs, indices: np.ndarray, path: Path, num_perm: int,
