@@ -270,3 +270,18 @@ def test_batched_shingle_hashes_and_sorted_jaccard_equal_the_per_text_functions(
         for a in range(len(forms)):
             for b in range(len(forms)):
                 assert jaccard_sorted(got[a], got[b]) == exact_jaccard(want[a], want[b])
+
+
+def test_split_by_bytes_keeps_different_bytes_under_one_key_apart():
+    from corpus_assets.domain.dedup.exact import split_by_bytes
+
+    table = pa.table({
+        "idx": pa.array([10, 11, 12, 13, 14, 15], pa.int64()),
+        "key": ["k1", "k1", "k1", "k2", "k2", "k1"],
+        "rank": pa.array([5, 2, 9, 1, 0, 3], pa.int64()),
+        "normal": pa.array(["same", "same", "other", "same", "same", "other"], pa.large_string()),
+    })
+    idx, rep = split_by_bytes(table)
+    got = dict(zip(idx.tolist(), rep.tolist()))
+    # k1/"same": 11 (rank 2) before 10; k1/"other": 15 (rank 3) before 12; k2: 14 (rank 0) — never across keys
+    assert got == {10: 11, 11: 11, 12: 15, 15: 15, 13: 14, 14: 14}

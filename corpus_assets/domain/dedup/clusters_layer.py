@@ -137,7 +137,10 @@ def representative_order_key(
 
 
 CHUNK = 65536  # output rows built and written at a time
-EXACT_TEXT_BUDGET = 512 << 20  # bytes of normalized text split by bytes at once (per key bucket)
+# normalized text split by bytes at once (one key bucket; polars' grouping holds about 3x that);
+# the UTF-8 size is bounded by 4 bytes a character, so ASCII buckets hold about a quarter of it
+EXACT_TEXT_BUDGET = 128 << 20
+EXACT_MAX_BUCKETS = 256  # open spill files at once
 KINDS = pa.array(["representative", "exact", "near"], pa.string())
 _REP, _EXACT, _NEAR = 0, 1, 2
 _ACTIONS = pa.array(["accept", "reject", "reject"], pa.string())
@@ -173,17 +176,19 @@ def _split_exact(inputs: ReleaseInputs, cand: np.ndarray, rank: np.ndarray, scra
     """Representatives of the records whose dedup key is shared, by their normalized bytes. The
     texts are spilled to key-bucket Parquet files so one bucket's texts are in memory at a time."""
     chars = int(inputs.column("char_count")[cand].sum())
-    buckets = max(1, -(-chars * 4 // EXACT_TEXT_BUDGET))  # UTF-8: at most 4 bytes a character
+    buckets = min(EXACT_MAX_BUCKETS, max(1, -(-chars * 4 // EXACT_TEXT_BUDGET)))
     keys = inputs.records.column("dedup_key").take(pa.array(cand))
     bucket = (pl.from_arrow(keys).hash(seed=0) % buckets).to_numpy().astype(np.int64)
-    schema = pa.schema([("idx", pa.int64()), ("normal", pa.large_string())])
+    schema = pa.schema([("idx", pa.int64()), ("key", pa.string()), ("rank", pa.int64()), ("normal", pa.large_string())])
     paths = [scratch / f"exact-{b:04d}.parquet" for b in range(buckets)]
     writers = [pq.ParquetWriter(p, schema, compression="lz4") for p in paths]
     progress = Progress(log, f"{label}: texts of shared dedup keys read", total=int(cand.size)) if log else None
     try:
         for idx, forms in _normal_forms(inputs, cand, progress):
-            b = bucket[np.searchsorted(cand, idx)]
-            t = pa.table({"idx": pa.array(idx, pa.int64()), "normal": pa.array(forms, pa.large_string())}, schema=schema)
+            at = np.searchsorted(cand, idx)
+            b = bucket[at]
+            t = pa.table({"idx": pa.array(idx, pa.int64()), "key": keys.take(pa.array(at)).combine_chunks(),
+                          "rank": pa.array(rank[idx]), "normal": pa.array(forms, pa.large_string())}, schema=schema)
             for k in np.unique(b).tolist():
                 writers[k].write_table(t.filter(pa.array(b == k)))
     finally:
@@ -191,12 +196,11 @@ def _split_exact(inputs: ReleaseInputs, cand: np.ndarray, rank: np.ndarray, scra
             w.close()
     if progress is not None:
         progress.finish()
-    meta = pl.DataFrame({"idx": cand, "key": pl.from_arrow(keys), "rank": rank[cand]})
     out_idx, out_rep = [], []
     for p in paths:
-        part = split_by_bytes(pl.read_parquet(p).join(meta, on="idx", how="inner"))
-        out_idx.append(part.get_column("idx").to_numpy())
-        out_rep.append(part.get_column("rep").to_numpy())
+        i, r = split_by_bytes(pq.read_table(p))
+        out_idx.append(i)
+        out_rep.append(r)
         p.unlink()
     idx, rep = np.concatenate(out_idx), np.concatenate(out_rep)
     if idx.size != cand.size:

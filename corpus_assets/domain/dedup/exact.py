@@ -16,6 +16,8 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 
 __all__ = ["EXACT_DEDUP_CODE_VERSION", "ExactGroup", "exact_groups", "alias_rows", "exact_summary",
            "ExactArrays", "exact_arrays", "split_by_bytes"]
@@ -123,11 +125,23 @@ class ExactArrays:
     summary: dict
 
 
-def split_by_bytes(frame: pl.DataFrame) -> pl.DataFrame:
+def split_by_bytes(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     """For records sharing a key (columns ``idx``, ``key``, ``rank``, ``normal``: the normalized
-    text): each record's representative ``rep``, the first by rank among the records with the same
-    key *and* the same normalized bytes (string equality is byte equality)."""
-    return frame.select(pl.col("idx"), pl.col("idx").sort_by("rank").first().over(["key", "normal"]).alias("rep"))
+    text): ``(idx, rep)``, each record's representative the first by rank among the records with the
+    same key *and* the same normalized bytes. One sort by (key, normal, rank); equal neighbours are
+    compared as strings, which is byte equality."""
+    n = table.num_rows
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    order = pc.sort_indices(table, sort_keys=[("key", "ascending"), ("normal", "ascending"), ("rank", "ascending")])
+    key = table.column("key").take(order)
+    normal = table.column("normal").take(order)
+    new = np.ones(n, dtype=bool)
+    if n > 1:
+        differ = pc.or_(pc.not_equal(key.slice(1), key.slice(0, n - 1)), pc.not_equal(normal.slice(1), normal.slice(0, n - 1)))
+        new[1:] = differ.to_numpy(zero_copy_only=False)
+    idx = table.column("idx").take(order).to_numpy().astype(np.int64, copy=False)
+    return idx, idx[np.flatnonzero(new)][np.cumsum(new) - 1]
 
 
 def exact_arrays(
