@@ -285,3 +285,18 @@ def test_split_by_bytes_keeps_different_bytes_under_one_key_apart():
     got = dict(zip(idx.tolist(), rep.tolist()))
     # k1/"same": 11 (rank 2) before 10; k1/"other": 15 (rank 3) before 12; k2: 14 (rank 0) — never across keys
     assert got == {10: 11, 11: 11, 12: 15, 15: 15, 13: 14, 14: 14}
+
+
+def test_a_used_copy_without_its_signature_is_refused_naming_the_snapshot(tmp_path):
+    from corpus_assets.domain.dedup.signatures_layer import SIGNATURES_TABLES
+    from corpus_assets.domain.layers.registry import MINHASH_SIGNATURES
+
+    store = LayerStore(tmp_path)
+    snap = snapshot_key("site_a", T0)
+    write_snapshot(store, snap, [[record_row(f"site_a:{i}", "site_a", snap, f"{GC} {i}") for i in range(3)]], MINHASH)
+    sigs = store.require_current(MINHASH_SIGNATURES, snap)
+    with store.new_version(MINHASH_SIGNATURES, snap, SIGNATURES_TABLES, {"stale": True}) as w:
+        w.write("signatures", sigs.read_table("signatures").slice(0, 2))  # one curated record lost its signature
+        w.commit(extra_manifest={k: sigs.manifest[k] for k in ("signature_dtype", "num_perm")})
+    with pytest.raises(ValueError, match=rf"{snap}: minhash_signatures does not hold one signature per curated record.*site_a:2"):
+        build_dedup(store, "r1", [snap], ReleaseDedupPolicy(), MINHASH, {})
