@@ -163,7 +163,8 @@ def policy_digests(monkeypatch) -> dict:
         "pii": pii_policy_version(PiiConfig()),
         "minhash_default": minhash_policy_version(MinHashPolicy()),
         "minhash_shipped": minhash_policy_version(load_dedup_file(project / "dedup.yaml").minhash),
-        "release_dedup_default": canonical_digest(ReleaseDedupPolicy().model_dump(mode="json")),
+        # what enters the dedup build spec (execution settings such as dedup.shards do not)
+        "release_dedup_default": canonical_digest(ReleaseDedupPolicy().build_record()),
         "split": split_policy_version(SplitPolicy()),
         "token_views": view_policy_version(TokenViewPolicy()),
         "mixture": mixture_spec_version(MixtureSpec(unit="documents", alpha=1.0, budget=100)),

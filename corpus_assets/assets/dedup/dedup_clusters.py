@@ -2,6 +2,7 @@
 
 import dagster as dg
 
+from corpus_assets.domain.core.compute import engine_from_env
 from corpus_assets.domain.dedup.clusters_layer import DEDUP_CODE_VERSION, build_dedup
 from corpus_assets.domain.ingest.compacted import select_snapshots
 from corpus_assets.domain.layers.registry import CANONICAL_RECORDS, CURATED_RECORDS, MINHASH_SIGNATURES
@@ -47,12 +48,15 @@ def dedup_clusters(
     if not snapshots:
         raise ValueError(f"release {name!r} selects no snapshot with materialized minhash_signatures")
     declared = sources.load().sources
+    engine = engine_from_env()
+    context.log.info(f"dedup {name}: near dedup in {policy.shards} LSH bucket shard(s) on {engine.describe()}")
     priority = {s.id: s.priority for s in declared}
     s = build_dedup(store, name, snapshots, policy, releases.dedup().minhash, priority,
                     rule=spec.snapshots.retain, incremental_sources={s.id for s in declared if s.kind == "http_crawl"},
                     allowed_uses={s.id: s.governance.allowed_uses for s in declared}, uses=spec.uses,
                     log=context.log.info,
-                    primary_locales={s.id: s.primary_locale for s in declared if getattr(s, "primary_locale", None)})
+                    primary_locales={s.id: s.primary_locale for s in declared if getattr(s, "primary_locale", None)},
+                    engine=engine, shards=policy.shards)
     kept = s.version.manifest["kept"]
     return dg.MaterializeResult(
         data_version=dg.DataVersion(s.version.content_digest),

@@ -9,38 +9,49 @@ A release:
    (governance eligibility, quality, source priority, resolved path before a symlinked copy,
    the source's primary locale before other locales, record id: ``representative_order_key``);
 3. near dedup among the exact representatives: LSH band by band, candidates verified by real
-   Jaccard over shingle sets, Algorithm 18.1 in the same total order;
+   Jaccard over shingle sets, Algorithm 18.1 in the same total order (``sharded_near_dedup`` on
+   the release engine);
 4. leakage groups = connected components of verified near edges, exact aliases joining their
    representative's group.
+
+Inputs are columns, never a Python object per record (``release_inputs``): the light columns in
+memory, signatures of the exact representatives in an on-disk matrix, texts read only for
+records whose dedup key is shared and for LSH candidates. Scratch files live in a locked
+``.tmp-scratch-*`` directory of the release's partition, removed when the build ends.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Iterable, Mapping, Optional
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Mapping, Optional
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
-from corpus_assets.domain.dedup.exact import ExactGroup, alias_rows, exact_groups, exact_summary
+from corpus_assets.domain.core.compute import Engine
 from corpus_assets.domain.core.hashing import canonical_digest, dedup_normal_form
 from corpus_assets.domain.core.progress import Progress
-from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
+from corpus_assets.domain.dedup.exact import exact_arrays, split_by_bytes
 from corpus_assets.domain.dedup.lsh import LshPolicy
-from corpus_assets.domain.dedup.minhash import (
-    MinHashPolicy,
-    exact_jaccard,
-    minhash_policy_version,
-    text_shingle_hashes,
-)
-from corpus_assets.domain.dedup.near import near_dedup, stable_order
-from corpus_assets.domain.dedup.release_view import STAGE_OF, SUPERSEDED, Excluded, ReleaseView, release_view
+from corpus_assets.domain.dedup.minhash import MinHashPolicy, minhash_policy_version
+from corpus_assets.domain.dedup.release_inputs import ReleaseInputs, load_release_inputs, order_rank, write_signature_rows
+from corpus_assets.domain.dedup.release_view import STAGE_OF, SUPERSEDED, release_view
+from corpus_assets.domain.dedup.sharded import SignatureFile, sharded_near_dedup
+from corpus_assets.domain.dedup.text_verifier import TextPairVerifier
 from corpus_assets.domain.layers.decisions import DECISIONS_TABLE, decisions_from_columns
-from corpus_assets.domain.layers.registry import CLUSTERS_SCHEMA, CURATED_RECORDS, DEDUP_CLUSTERS, MINHASH_SIGNATURES, layer
+from corpus_assets.domain.layers.registry import CLUSTERS_SCHEMA, DEDUP_CLUSTERS, layer
+from corpus_assets.domain.storage.dir_locks import new_staging_dir, unlock
+from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
 
 DEDUP_CODE_VERSION = "dedup-4"  # 2: the decisions table; 3: the release view (snapshot rule, uses); 4: path preferences in the order
 
@@ -51,6 +62,14 @@ class ReleaseDedupPolicy(BaseModel):
     model_config = ConfigDict(extra="forbid")
     exact: bool = True
     lsh: LshPolicy = Field(default_factory=LshPolicy)  # lsh.threshold is also tau of Algorithm 18.1
+    shards: int = Field(
+        default=1, ge=1, le=4096,
+        description="LSH bucket shards near dedup splits its work into (an execution setting: the clusters "
+                    "are the same for every value, so it is in neither the dedup build spec nor the build id)")
+
+    def build_record(self) -> dict:
+        """What decides the clusters: the policy without its execution settings (``shards``)."""
+        return self.model_dump(mode="json", exclude={"shards"})
 
 
 DEDUP_TABLES = layer(DEDUP_CLUSTERS).table_specs()
@@ -68,44 +87,6 @@ class DedupSummary:
     lsh: dict
     cluster_sizes: dict[int, int] = field(default_factory=dict)
     largest: list[tuple[str, int]] = field(default_factory=list)
-
-
-_CURATED_COLUMNS = ("source_id", "text", "governance_json", "schema_type", "domain", "lang", "char_count", "group_id")
-
-
-def _load_release_records(store: LayerStore, snapshots: list[str], view: ReleaseView):
-    """The copies the release uses (``view.chosen``), with texts and signatures, in record-id
-    order; a light row (ids, source, type, language, size) for every copy it leaves out; and the
-    content digest of each snapshot's signatures version."""
-    rows: list[dict] = []
-    left_out: dict[tuple[str, str], dict] = {}
-    sig_digests: dict[str, str] = {}
-    dtype = None
-    excluded = {(e.snapshot, e.record_id) for e in view.excluded}
-    for snap in sorted(snapshots):
-        sig_v = store.require_current(MINHASH_SIGNATURES, snap)
-        sig_digests[snap] = sig_v.content_digest
-        dtype = sig_v.manifest.get("signature_dtype") or dtype
-        used = view.chosen.get(snap, set())
-        texts = {}
-        cur_v = store.require_current(CURATED_RECORDS, snap)
-        for b in cur_v.iter_batches("records", columns=["record_id", *_CURATED_COLUMNS]):
-            for rid, *values in zip(*(b.column(i).to_pylist() for i in range(b.num_columns))):
-                row = dict(zip(_CURATED_COLUMNS, values))
-                if rid in used:
-                    texts[rid] = row
-                elif (snap, rid) in excluded:
-                    row.update(record_id=rid, snapshot=snap, text=None, governance_json=None)
-                    left_out[(snap, rid)] = row
-        if not used:
-            continue
-        for b in sig_v.iter_batches("signatures"):
-            for r in b.to_pylist():
-                if r["record_id"] in used:
-                    r.update(texts[r["record_id"]])
-                    rows.append(r)
-    rows.sort(key=lambda r: r["record_id"])
-    return rows, left_out, dtype, dict(sorted(sig_digests.items()))
 
 
 def _eligible(governance_json: str) -> bool:
@@ -153,6 +134,80 @@ def representative_order_key(
     )
 
 
+
+
+CHUNK = 65536  # output rows built and written at a time
+# normalized text split by bytes at once (one key bucket; polars' grouping holds about 3x that);
+# the UTF-8 size is bounded by 4 bytes a character, so ASCII buckets hold about a quarter of it
+EXACT_TEXT_BUDGET = 128 << 20
+EXACT_MAX_BUCKETS = 256  # open spill files at once
+KINDS = pa.array(["representative", "exact", "near"], pa.string())
+_REP, _EXACT, _NEAR = 0, 1, 2
+_ACTIONS = pa.array(["accept", "reject", "reject"], pa.string())
+_REASONS = pa.array(["ok", "dedup.exact_duplicate", "dedup.near_duplicate"], pa.string())
+_DETAIL_PREFIX = pa.array(["", "exact copy of ", "near duplicate of "], pa.string())
+
+
+@contextmanager
+def _scratch(store: LayerStore, release: str) -> Iterator[Path]:
+    """A locked scratch directory in the release's partition of ``dedup_clusters`` (the store's
+    cleanup removes it if this process dies), deleted afterwards."""
+    parent = store.partition_dir(DEDUP_CLUSTERS, release)
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp, fd = new_staging_dir(parent, prefix=".tmp-scratch-")
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        unlock(fd)
+
+
+def _normal_forms(inputs: ReleaseInputs, indices: np.ndarray,
+                  progress: Optional[Progress] = None) -> Iterator[tuple[np.ndarray, list[str]]]:
+    """Dedup normal forms of the given records, a row group of texts at a time."""
+    domain = inputs.records.column("domain")
+    for idx, rows in inputs.read_rows(indices, "curated", ["text"], progress):
+        doms = domain.take(pa.array(idx)).cast(pa.string()).to_pylist()
+        yield idx, [dedup_normal_form(t, d) for t, d in zip(rows.column("text").to_pylist(), doms)]
+
+
+def _split_exact(inputs: ReleaseInputs, cand: np.ndarray, rank: np.ndarray, scratch: Path,
+                 log: Optional[Callable[[str], None]], label: str) -> tuple[np.ndarray, np.ndarray]:
+    """Representatives of the records whose dedup key is shared, by their normalized bytes. The
+    texts are spilled to key-bucket Parquet files so one bucket's texts are in memory at a time."""
+    chars = int(inputs.column("char_count")[cand].sum())
+    buckets = min(EXACT_MAX_BUCKETS, max(1, -(-chars * 4 // EXACT_TEXT_BUDGET)))
+    keys = inputs.records.column("dedup_key").take(pa.array(cand))
+    bucket = (pl.from_arrow(keys).hash(seed=0) % buckets).to_numpy().astype(np.int64)
+    schema = pa.schema([("idx", pa.int64()), ("key", pa.string()), ("rank", pa.int64()), ("normal", pa.large_string())])
+    paths = [scratch / f"exact-{b:04d}.parquet" for b in range(buckets)]
+    writers = [pq.ParquetWriter(p, schema, compression="lz4") for p in paths]
+    progress = Progress(log, f"{label}: texts of shared dedup keys read", total=int(cand.size)) if log else None
+    try:
+        for idx, forms in _normal_forms(inputs, cand, progress):
+            at = np.searchsorted(cand, idx)
+            b = bucket[at]
+            t = pa.table({"idx": pa.array(idx, pa.int64()), "key": keys.take(pa.array(at)).combine_chunks(),
+                          "rank": pa.array(rank[idx]), "normal": pa.array(forms, pa.large_string())}, schema=schema)
+            for k in np.unique(b).tolist():
+                writers[k].write_table(t.filter(pa.array(b == k)))
+    finally:
+        for w in writers:
+            w.close()
+    if progress is not None:
+        progress.finish()
+    out_idx, out_rep = [], []
+    for p in paths:
+        i, r = split_by_bytes(pq.read_table(p))
+        out_idx.append(i)
+        out_rep.append(r)
+        p.unlink()
+    idx, rep = np.concatenate(out_idx), np.concatenate(out_rep)
+    if idx.size != cand.size:
+        raise RuntimeError(f"{label}: {cand.size - idx.size} texts of shared dedup keys were not found")
+    return idx, rep
+
+
 def build_dedup(
     store: LayerStore,
     release: str,
@@ -167,100 +222,87 @@ def build_dedup(
     uses: Iterable[str] = (),
     log: Optional[Callable[[str], None]] = None,
     primary_locales: Optional[Mapping[str, str]] = None,
+    engine: Optional[Engine] = None,
+    shards: Optional[int] = None,
 ) -> DedupSummary:
     """Cluster the copies the release sees (``release_view``: each source as of its latest selected
     snapshot under rule ``latest``; ``union`` keeps every record id's newest accepted copy).
     ``primary_locales``: source -> locale its representatives should be in (local_dir's
-    ``primary_locale``)."""
+    ``primary_locale``). ``engine`` runs the near-dedup tasks (default: in process) in ``shards``
+    bucket shards (default ``policy.shards``); neither changes a byte of the result."""
     primary_locales = dict(sorted((primary_locales or {}).items()))
+    engine = engine or Engine()
+    shards = policy.shards if shards is None else shards
+    label = f"dedup {release}"
     started = time.monotonic()
     view = release_view(store, snapshots, rule=rule, incremental_sources=incremental_sources,
                         allowed_uses=allowed_uses, uses=uses)
-    rows, left_out, dtype, sig_digests = _load_release_records(store, snapshots, view)
     superseded = [e for e in view.excluded if e.reason == SUPERSEDED]
     if log and view.excluded:
-        log(f"dedup {release}: {len(view.excluded)} copies left out by the snapshot rule {rule!r} and the release's uses: "
+        log(f"{label}: {len(view.excluded)} copies left out by the snapshot rule {rule!r} and the release's uses: "
             + ", ".join(f"{r} {n}" for r, n in sorted(view.counts.items())))
-    n = len(rows)
-    ids = [r["record_id"] for r in rows]
-    sources = [r["source_id"] for r in rows]
-    # stable total order: eligible first, quality (not scored yet: 0), source priority, resolved
-    # path, primary locale, record id
-    order_keys = [representative_order_key(r, source_priority, primary_locales) for r in rows]
-    normal = [dedup_normal_form(r["text"], r["domain"]) for r in rows]
-    if policy.exact:
-        groups = exact_groups([r["dedup_key"] for r in rows], lambda i: normal[i].encode("utf-8"), order_keys)
-    else:
-        groups = [ExactGroup(r["dedup_key"], i, (i,)) for i, r in enumerate(rows)]
-    reps = sorted(g.representative for g in groups)
-    exact_rep = np.arange(n)
-    for g in groups:
-        for m in g.members:
-            exact_rep[m] = g.representative
-    if log:
-        log(f"dedup {release}: {n} records from {len(snapshots)} snapshots; {len(reps)} after exact dedup")
+    with _scratch(store, release) as scratch:
+        inputs = load_release_inputs(store, snapshots, view, log=log, label=label)
+        n = inputs.n
+        records = inputs.records
+        rank = order_rank(pl.from_arrow(records.select(["record_id", "source_id", "eligible", "group_id"])),
+                          source_priority, primary_locales)
+        ex = exact_arrays(pl.from_arrow(records.column("dedup_key")), rank,
+                          lambda cand: _split_exact(inputs, cand, rank, scratch, log, label), enabled=policy.exact)
+        exact_rep = ex.representative
+        reps = np.flatnonzero(exact_rep == np.arange(n))
+        if log:
+            log(f"{label}: {n} records from {len(snapshots)} snapshots; {reps.size} after exact dedup")
 
-    # near dedup among exact representatives
-    sig_dtype = np.dtype(dtype or "uint64")
-    sigs = (
-        np.stack([np.frombuffer(rows[i]["signature"], dtype=sig_dtype) for i in reps])
-        if reps
-        else np.zeros((0, minhash.num_perm), dtype=sig_dtype)
-    )
-    shingle_cache: dict[int, np.ndarray] = {}
-
-    def shingle_hashes(k: int) -> np.ndarray:
-        if k not in shingle_cache:
-            shingle_cache[k] = text_shingle_hashes(normal[reps[k]], minhash)
-        return shingle_cache[k]
-
-    progress = Progress(log, f"dedup {release}: LSH candidate pairs verified", unit="pairs") if log else None
-    verified = 0
-
-    def jaccard(a: int, b: int) -> float:
-        nonlocal verified
-        verified += 1
+        # near dedup among exact representatives: signature rows = reps in record-index order
+        progress = Progress(log, f"{label}: signatures of exact representatives", total=int(reps.size)) if log else None
+        sig_path = scratch / "signatures.npy"
+        write_signature_rows(inputs, reps, sig_path, minhash.num_perm, progress)
         if progress is not None:
-            progress.update(verified)  # logs at most every 10 s, with the rate
-        return exact_jaccard(shingle_hashes(a), shingle_hashes(b))
+            progress.finish()
+        lsh = policy.lsh if policy.lsh.num_perm == minhash.num_perm else policy.lsh.model_copy(update={"num_perm": minhash.num_perm})
+        order = np.argsort(rank[reps], kind="stable").astype(np.int64)
 
-    lsh = policy.lsh if policy.lsh.num_perm == minhash.num_perm else policy.lsh.model_copy(update={"num_perm": minhash.num_perm})
-    order = stable_order([order_keys[i] for i in reps])
-    result = near_dedup(sigs, order, lsh, jaccard=jaccard)
+        def rep_normal_forms(rows: np.ndarray) -> Iterator[tuple[np.ndarray, list[str]]]:
+            fetched = Progress(log, f"{label}: texts of LSH candidates read", total=int(rows.size)) if log else None
+            for idx, forms in _normal_forms(inputs, reps[rows], fetched):
+                yield np.searchsorted(reps, idx), forms
+            if fetched is not None:
+                fetched.finish()
 
-    # final representative and leakage group per record
-    final_rep = np.arange(n)
-    final_j = np.ones(n)
-    kind = ["representative"] * n
-    group = np.arange(n)
-    for k, i in enumerate(reps):
-        r = reps[int(result.representative[k])]
-        final_rep[i] = r
-        final_j[i] = float(result.rep_jaccard[k])
-        if r != i:
-            kind[i] = "near"
-        group[i] = reps[int(result.component[k])]
-    for i in range(n):
-        e = exact_rep[i]
-        if e != i:
-            final_rep[i] = final_rep[e]
-            final_j[i] = 1.0 if final_rep[e] == e else final_j[e]
-            kind[i] = "exact"
-            group[i] = group[e]
+        result = sharded_near_dedup(SignatureFile(str(sig_path)), order, lsh, TextPairVerifier(rep_normal_forms, minhash, log),
+                                    workdir=scratch / "near", shards=shards, engine=engine, log=log)
 
-    sizes: dict[str, int] = {}
-    for i in range(n):
-        sizes[ids[final_rep[i]]] = sizes.get(ids[final_rep[i]], 0) + 1
-    size_hist: dict[int, int] = {}
-    for s in sizes.values():
-        size_hist[s] = size_hist.get(s, 0) + 1
-    largest = sorted(((rid, s) for rid, s in sizes.items() if s > 1), key=lambda t: (-t[1], t[0]))[:10]
+    # final representative, kind and leakage group per record
+    final_rep = np.arange(n, dtype=np.int64)
+    final_j = np.ones(n, dtype=np.float64)
+    kind = np.full(n, _REP, dtype=np.int8)
+    group = np.arange(n, dtype=np.int64)
+    near_rep = reps[np.asarray(result.representative, dtype=np.int64)]
+    final_rep[reps] = near_rep
+    final_j[reps] = np.asarray(result.rep_jaccard, dtype=np.float64)
+    kind[reps[near_rep != reps]] = _NEAR
+    group[reps] = reps[np.asarray(result.component, dtype=np.int64)]
+    dup = np.flatnonzero(exact_rep != np.arange(n))
+    e = exact_rep[dup]
+    final_rep[dup] = final_rep[e]
+    final_j[dup] = np.where(final_rep[e] == e, 1.0, final_j[e])
+    kind[dup] = _EXACT
+    group[dup] = group[e]
+
+    ids = records.column("record_id").combine_chunks()
+    sizes = np.bincount(final_rep, minlength=n)
+    size_hist = {int(s): int(c) for s, c in zip(*np.unique(sizes[sizes > 0], return_counts=True))}
+    big = np.flatnonzero(sizes > 1)
+    big = big[np.lexsort((big, -sizes[big]))][:10]  # record-index order is record-id order
+    largest = [(ids[int(i)].as_py(), int(sizes[i])) for i in big]
+    kept = int((kind == _REP).sum())
 
     build_spec = {
         "code_version": DEDUP_CODE_VERSION,
         "snapshots": sorted(snapshots),
-        "signatures": sig_digests,
-        "policy": policy.model_dump(mode="json"),
+        "signatures": inputs.signature_digests,
+        "policy": policy.build_record(),
         "snapshot_rule": rule,
         "uses": list(view.uses),
         "lsh": result.policy,
@@ -269,83 +311,130 @@ def build_dedup(
         "representative_order": {"source_priority": dict(sorted(source_priority.items())),
                                  "primary_locales": primary_locales},
     }
+    policy_version = canonical_digest(build_spec)[:16]
     with store.new_version(DEDUP_CLUSTERS, release, DEDUP_TABLES, build_spec) as w:
-        w.write(
-            "clusters",
-            pa.table(
-                {
-                    "record_id": ids,
-                    "source_id": sources,
-                    "snapshot": [r["snapshot"] for r in rows],
-                    "representative_id": [ids[j] for j in final_rep],
-                    "kind": kind,
-                    "jaccard": final_j.tolist(),
-                    "group_id": [ids[j] for j in group],
-                },
-                schema=CLUSTERS_SCHEMA,
-            ),
-        )
-        w.write("aliases", list(alias_rows(groups, ids, sources)))
-        w.write(
-            "edges",
-            [
-                {"record_id": ids[reps[int(x)]], "neighbour_id": ids[reps[int(y)]], "jaccard": float(j)}
-                for (x, y), j in zip(result.edges.tolist(), result.edge_jaccard.tolist())
-            ],
-        )
-        w.write("superseded", [{"record_id": e.record_id, "snapshot": e.snapshot, "superseded_by": e.superseded_by}
-                               for e in superseded])
-        w.write(DECISIONS_TABLE, _decisions(rows, ids, kind, final_rep, final_j, view.excluded, left_out,
-                                            canonical_digest(build_spec)[:16]))
-        ex = exact_summary(groups)
+        _write_clusters(w, records, ids, final_rep, final_j, kind, group)
+        _write_aliases(w, records, ids, exact_rep, ex.alias_order)
+        _write_edges(w, ids, reps, result.edges, result.edge_jaccard)
+        w.write("superseded", pa.table({"record_id": [e.record_id for e in superseded],
+                                        "snapshot": [e.snapshot for e in superseded],
+                                        "superseded_by": [e.superseded_by for e in superseded]},
+                                       schema=DEDUP_TABLES["superseded"].schema))
+        _write_decisions(w, records, ids, kind, final_rep, final_j, view.excluded, inputs.left_out, policy_version)
         version = w.commit(
             extra_manifest={
                 "records": n,
-                "exact": ex,
+                "exact": ex.summary,
                 "near_removed": result.removed,
                 "candidates": result.candidates,
-                "kept": int(sum(1 for k in kind if k == "representative")),
+                "kept": kept,
                 "left_out": dict(sorted(view.counts.items())),
-                "policy_digest": canonical_digest(build_spec)[:16],
+                "policy_digest": policy_version,
             }
         )
     if log:
-        log(f"dedup {release}: done in {time.monotonic() - started:.1f}s; exact removed {ex['duplicates_removed']}, "
+        log(f"{label}: done in {time.monotonic() - started:.1f}s; exact removed {ex.summary['duplicates_removed']}, "
             f"near removed {result.removed}, {result.candidates} candidate pairs")
     return DedupSummary(
-        version, sorted(snapshots), n, len(superseded), ex, result.removed, result.candidates,
+        version, sorted(snapshots), n, len(superseded), ex.summary, result.removed, result.candidates,
         {**result.policy, "stats": asdict(result.stats)},
         dict(sorted(size_hist.items())), largest,
     )
 
 
-_REASONS = {"representative": ("accept", "ok"), "exact": ("reject", "dedup.exact_duplicate"),
-            "near": ("reject", "dedup.near_duplicate")}
+def _chunks(n: int) -> Iterator[tuple[int, int]]:
+    for lo in range(0, n, CHUNK):
+        yield lo, min(n, lo + CHUNK)
 
 
-def _decisions(rows: list[dict], ids: list[str], kind: list[str], final_rep: np.ndarray, final_j: np.ndarray,
-               excluded: list[Excluded], left_out: dict[tuple[str, str], dict], policy_version: str) -> pa.Table:
+def _str(col, lo: int, hi: int) -> pa.Array:
+    return col.slice(lo, hi - lo).combine_chunks().cast(pa.string())
+
+
+def _write_clusters(w, records: pa.Table, ids: pa.Array, final_rep, final_j, kind, group) -> None:
+    for lo, hi in _chunks(records.num_rows):
+        w.write("clusters", pa.table({
+            "record_id": ids.slice(lo, hi - lo),
+            "source_id": _str(records.column("source_id"), lo, hi),
+            "snapshot": _str(records.column("snapshot"), lo, hi),
+            "representative_id": ids.take(pa.array(final_rep[lo:hi])),
+            "kind": KINDS.take(pa.array(kind[lo:hi])),
+            "jaccard": pa.array(final_j[lo:hi], pa.float64()),
+            "group_id": ids.take(pa.array(group[lo:hi])),
+        }, schema=CLUSTERS_SCHEMA))
+
+
+def _write_aliases(w, records: pa.Table, ids: pa.Array, exact_rep: np.ndarray, alias_order: np.ndarray) -> None:
+    """:func:`exact.alias_rows` order: groups by (key, representative's rank), members by rank."""
+    keys, sources = records.column("dedup_key"), records.column("source_id")
+    for lo, hi in _chunks(alias_order.size):
+        a = alias_order[lo:hi]
+        at = pa.array(a)
+        w.write("aliases", pa.table({
+            "dedup_key": keys.take(at).combine_chunks().cast(pa.string()),
+            "representative_id": ids.take(pa.array(exact_rep[a])),
+            "record_id": ids.take(at),
+            "source_id": sources.take(at).combine_chunks().cast(pa.string()),
+            "is_representative": pa.array(exact_rep[a] == a),
+        }, schema=DEDUP_TABLES["aliases"].schema))
+
+
+def _write_edges(w, ids: pa.Array, reps: np.ndarray, edges: np.ndarray, edge_j: np.ndarray) -> None:
+    edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+    schema = DEDUP_TABLES["edges"].schema
+    if not edges.shape[0]:
+        w.write("edges", schema.empty_table())
+    for lo, hi in _chunks(edges.shape[0]):
+        w.write("edges", pa.table({
+            "record_id": ids.take(pa.array(reps[edges[lo:hi, 0]])),
+            "neighbour_id": ids.take(pa.array(reps[edges[lo:hi, 1]])),
+            "jaccard": pa.array(np.asarray(edge_j[lo:hi], dtype=np.float64)),
+        }, schema=schema))
+
+
+def _write_decisions(w, records: pa.Table, ids: pa.Array, kind: np.ndarray, final_rep: np.ndarray,
+                     final_j: np.ndarray, excluded: list, left_out: pa.Table, policy_version: str) -> None:
     """The dedup stage's decision per input copy: every accepted copy of the release's snapshots,
     the copies it clusters in record-id order, then the copies the release view leaves out."""
-    chars = [r["char_count"] for r in rows]
-    actions = [_REASONS[k][0] for k in kind]
-    details = ["" if k == "representative" else
-               f"{'exact copy' if k == 'exact' else 'near duplicate'} of {ids[j]}" + (f" (J={jac:.3f})" if k == "near" else "")
-               for k, j, jac in zip(kind, final_rep.tolist(), final_j.tolist())]
-    old = [left_out[(e.snapshot, e.record_id)] for e in excluded]
-    return decisions_from_columns(
-        len(rows) + len(old),
-        stage=["dedup"] * len(rows) + [STAGE_OF[e.reason] for e in excluded],
-        record_id=ids + [e.record_id for e in excluded],
-        source_id=[r["source_id"] for r in rows + old],
-        snapshot=[r["snapshot"] for r in rows + old],
-        schema_type=[r["schema_type"] for r in rows + old],
-        domain=[r["domain"] for r in rows + old],
-        lang=[r["lang"] for r in rows + old],
-        action=actions + ["reject"] * len(old),
-        reason=[_REASONS[k][1] for k in kind] + [e.reason for e in excluded],
-        detail=details + [e.detail for e in excluded],
-        policy_version=policy_version,
-        chars_in=chars + [r["char_count"] for r in old],
-        chars_out=[c if a == "accept" else 0 for c, a in zip(chars, actions)] + [0] * len(old),
-    )
+    for lo, hi in _chunks(records.num_rows):
+        k = pa.array(kind[lo:hi])
+        chars = records.column("char_count").slice(lo, hi - lo).combine_chunks()
+        rep_ids = pc.if_else(pa.array(kind[lo:hi] == _REP), pa.scalar("", pa.string()), ids.take(pa.array(final_rep[lo:hi])))
+        near = np.flatnonzero(kind[lo:hi] == _NEAR)
+        suffix = [""] * (hi - lo)
+        for i, j in zip(near.tolist(), final_j[lo:hi][near].tolist()):
+            suffix[i] = f" (J={j:.3f})"
+        w.write(DECISIONS_TABLE, decisions_from_columns(
+            hi - lo,
+            stage="dedup",
+            record_id=ids.slice(lo, hi - lo),
+            source_id=_str(records.column("source_id"), lo, hi),
+            snapshot=_str(records.column("snapshot"), lo, hi),
+            schema_type=_str(records.column("schema_type"), lo, hi),
+            domain=_str(records.column("domain"), lo, hi),
+            lang=_str(records.column("lang"), lo, hi),
+            action=_ACTIONS.take(k).to_pylist(),
+            reason=_REASONS.take(k),
+            detail=pc.binary_join_element_wise(_DETAIL_PREFIX.take(k), rep_ids, pa.array(suffix, pa.string()), ""),
+            policy_version=policy_version,
+            chars_in=chars,
+            chars_out=pc.if_else(pa.array(kind[lo:hi] == _REP), chars, pa.scalar(0, chars.type)),
+        ))
+    for lo, hi in _chunks(len(excluded)):
+        part = excluded[lo:hi]
+        w.write(DECISIONS_TABLE, decisions_from_columns(
+            hi - lo,
+            stage=[STAGE_OF[e.reason] for e in part],
+            record_id=[e.record_id for e in part],
+            source_id=_str(left_out.column("source_id"), lo, hi),
+            snapshot=_str(left_out.column("snapshot"), lo, hi),
+            schema_type=_str(left_out.column("schema_type"), lo, hi),
+            domain=_str(left_out.column("domain"), lo, hi),
+            lang=_str(left_out.column("lang"), lo, hi),
+            action="reject",
+            reason=[e.reason for e in part],
+            detail=[e.detail for e in part],
+            policy_version=policy_version,
+            chars_in=left_out.column("char_count").slice(lo, hi - lo).combine_chunks(),
+            chars_out=0,
+        ))

@@ -14,7 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
-__all__ = ["EXACT_DEDUP_CODE_VERSION", "ExactGroup", "exact_groups", "alias_rows", "exact_summary"]
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = ["EXACT_DEDUP_CODE_VERSION", "ExactGroup", "exact_groups", "alias_rows", "exact_summary",
+           "ExactArrays", "exact_arrays", "split_by_bytes"]
 
 EXACT_DEDUP_CODE_VERSION = "exact-dedup-1"
 
@@ -102,3 +108,83 @@ def exact_summary(groups: Sequence[ExactGroup]) -> dict:
         "duplicate_groups": sum(1 for g in groups if len(g.members) > 1),
         "key_collisions": sum(1 for c in keys.values() if c > 1),
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# the same groups as arrays, for release scale (no Python object per record)
+
+
+@dataclass(frozen=True)
+class ExactArrays:
+    """:func:`exact_groups` as arrays over record indices: ``representative[i]`` (i itself for a
+    representative), ``alias_order`` (record indices in the order :func:`alias_rows` lists them:
+    groups by (key, representative's rank), members by rank) and :func:`exact_summary`'s counts."""
+
+    representative: np.ndarray
+    alias_order: np.ndarray
+    summary: dict
+
+
+def split_by_bytes(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """For records sharing a key (columns ``idx``, ``key``, ``rank``, ``normal``: the normalized
+    text): ``(idx, rep)``, each record's representative the first by rank among the records with the
+    same key *and* the same normalized bytes. One sort by (key, normal, rank); equal neighbours are
+    compared as strings, which is byte equality."""
+    n = table.num_rows
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    order = pc.sort_indices(table, sort_keys=[("key", "ascending"), ("normal", "ascending"), ("rank", "ascending")])
+    key = table.column("key").take(order)
+    normal = table.column("normal").take(order)
+    new = np.ones(n, dtype=bool)
+    if n > 1:
+        differ = pc.or_(pc.not_equal(key.slice(1), key.slice(0, n - 1)), pc.not_equal(normal.slice(1), normal.slice(0, n - 1)))
+        new[1:] = differ.to_numpy(zero_copy_only=False)
+    idx = table.column("idx").take(order).to_numpy().astype(np.int64, copy=False)
+    return idx, idx[np.flatnonzero(new)][np.cumsum(new) - 1]
+
+
+def exact_arrays(
+    keys: pl.Series,
+    rank: np.ndarray,
+    split: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    enabled: bool = True,
+) -> ExactArrays:
+    """Exact groups of ``n`` records from their dedup ``keys`` and ranks in the total order (distinct).
+    ``split(indices)`` gets the sorted record indices whose key is shared and returns
+    ``(indices, representatives)`` from the normalized bytes (:func:`split_by_bytes`); it is not called
+    when no key is shared. ``enabled=False``: every record is its own group (exact dedup off)."""
+    n = len(keys)
+    rank = np.asarray(rank, dtype=np.int64)
+    if rank.shape != (n,):
+        raise ValueError("one rank per record")
+    if np.unique(rank).size != n:
+        raise ValueError("ranks are not a total order: two records share one")
+    frame = pl.DataFrame({"key": keys, "rank": rank}).with_row_index("idx").with_columns(pl.col("idx").cast(pl.Int64))
+    rep = np.arange(n, dtype=np.int64)
+    counts = frame.group_by("key").len()
+    shared = counts.filter(pl.col("len") > 1)
+    if enabled:
+        cand = frame.join(shared.select("key"), on="key", how="semi").get_column("idx").sort().to_numpy()
+        if cand.size:
+            idx, reps = split(cand)
+            rep[np.asarray(idx, dtype=np.int64)] = np.asarray(reps, dtype=np.int64)
+        frame = frame.with_columns(pl.Series("rep", rep))
+        alias_order = (frame.with_columns(pl.Series("rep_rank", rank[rep]))
+                       .sort(["key", "rep_rank", "rank"]).get_column("idx").to_numpy())
+        groups = int((rep == np.arange(n)).sum())
+        sizes = np.bincount(rep, minlength=n)
+        per_key = frame.filter(pl.col("idx") == pl.col("rep")).group_by("key").len()
+        collisions = int(per_key.filter(pl.col("len") > 1).height)
+        dup_groups = int((sizes > 1).sum())
+    else:
+        alias_order = np.arange(n, dtype=np.int64)
+        groups, collisions, dup_groups = n, int(shared.height), 0
+    summary = {
+        "records": n,
+        "representatives": groups,
+        "duplicates_removed": n - groups,
+        "duplicate_groups": dup_groups,
+        "key_collisions": collisions,
+    }
+    return ExactArrays(rep, np.asarray(alias_order, dtype=np.int64), summary)

@@ -32,6 +32,9 @@ from corpus_assets.domain.tokens.tokenizer import TokenizerSpec
 
 # the per-step sections, in the order of ReleaseSpec's fields
 SECTIONS = ("dedup", "split", "tokenizer", "token_views", "mixture", "packing", "shards")
+# fields that say how a step runs, not what it builds (the output is the same for every value):
+# never part of the identity, so changing one neither changes a build id nor triggers a rebuild
+EXECUTION_SETTINGS = {"dedup": ("shards",)}
 
 
 class SnapshotSelection(BaseModel):
@@ -215,7 +218,8 @@ class ReleaseSpec(BaseModel):
     def as_written(self) -> dict[str, Any]:
         """The spec as it enters build ids (``release_manifest``) and the sensor's cursor: name,
         description, the typed ``snapshots`` dump, and every section exactly as written in the YAML
-        (JSON form; an absent section is ``{}``, an absent ``mixture`` is None), plus ``uses`` and
+        (JSON form; an absent section is ``{}``, an absent ``mixture`` is None) without its
+        execution settings (``EXECUTION_SETTINGS``: ``dedup.shards``), plus ``uses`` and
         ``snapshots.retain`` when written. Defaults are not in it: a model that gains a default never
         changes an existing build id."""
         out: dict[str, Any] = self.model_dump(mode="json", include={"name", "description", "snapshots"})
@@ -225,6 +229,8 @@ class ReleaseSpec(BaseModel):
         for key in SECTIONS:
             absent = None if key == "mixture" else {}
             out[key] = to_jsonable_python(self._written.get(key, absent))
+            if key in EXECUTION_SETTINGS and isinstance(out[key], dict):
+                out[key] = {k: v for k, v in out[key].items() if k not in EXECUTION_SETTINGS[key]}
         if "uses" in self.model_fields_set:
             out["uses"] = list(self.uses)
         return out

@@ -1,0 +1,302 @@
+"""The dedup layer's columnar, streaming inputs (issue 18): the same tables as before, byte for byte.
+
+``tests/dedup_baseline_9f61c01.py`` is ``build_dedup`` as it was when it loaded every record into
+Python dicts; on a small varied release (exact and near copies across sources, a dedup-key
+collision, symlinked copies, locales, ineligible governance, empty texts, code, superseded, absent
+and refused copies, a source whose uses do not cover the release) both give the same files. The
+columnar order equals ``representative_order_key`` (the reference definition) on varied rows.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import dedup_baseline_9f61c01 as baseline  # noqa: E402
+from dedup_layers_fixture import GOV_MISSING, GOV_OK, record_row, write_snapshot  # noqa: E402
+
+from corpus_assets.domain.core.compute import Engine  # noqa: E402
+from corpus_assets.domain.core.keys import snapshot_key  # noqa: E402
+from corpus_assets.domain.dedup.clusters_layer import (  # noqa: E402
+    DEDUP_TABLES, ReleaseDedupPolicy, build_dedup, representative_order_key,
+)
+from corpus_assets.domain.dedup.minhash import MinHashPolicy, exact_jaccard, text_shingle_hashes  # noqa: E402
+from corpus_assets.domain.core.hashing import dedup_normal_form  # noqa: E402
+from corpus_assets.domain.dedup.release_inputs import eligible_column, order_rank  # noqa: E402
+from corpus_assets.domain.dedup.text_verifier import ShingleSets, TextPairVerifier  # noqa: E402
+from corpus_assets.domain.layers.registry import DEDUP_CLUSTERS  # noqa: E402
+from corpus_assets.domain.storage.layer_store import LayerStore  # noqa: E402
+
+T0 = datetime(2026, 11, 29, 14, 0, tzinfo=timezone.utc)
+MINHASH = MinHashPolicy(num_perm=64)
+GC = ("The garbage collector in CPython complements reference counting by finding reference cycles. Objects that "
+      "refer to each other in a loop never reach a reference count of zero, so the cycle detector periodically walks "
+      "the container objects of each generation and frees whatever is unreachable from outside the group.")
+VENV = ("A virtual environment isolates the packages of one project from every other project on the same machine. It "
+        "holds its own interpreter link, its own site packages folder and its own scripts, so installing a library for "
+        "one application never changes what another application imports.")
+CACHE = ("This document supplements the mod_cache, mod_cache_disk, mod_file_cache and htcacheclean reference "
+         "documentation. It describes how to use the caching features of the server to accelerate web and proxy "
+         "serving, while avoiding common problems and misconfigurations of the cache.")
+CODE = "def f(x):\n    return x + 1\n\n\ndef g(y):\n    return f(y) * 2\n"
+ITER = ("Iterators are lazy. The itertools module builds new iterators out of old ones without materializing anything: "
+        "chain glues sequences end to end, islice takes a window, groupby collects runs of equal keys.")
+
+
+def _near(text: str, k: int) -> str:
+    """The text with word ``k`` changed: a near copy (Jaccard of 5-word shingles well above 0.5)."""
+    words = text.split(" ")
+    words[k] = words[k].upper() + "X"
+    return " ".join(words)
+
+
+def _release(store: LayerStore) -> dict:
+    """Snapshots of four sources; returns build_dedup's keyword arguments for them."""
+    a_old, a_new = snapshot_key("site_a", T0), snapshot_key("site_a", T0 + timedelta(hours=1))
+    b, web, priv = (snapshot_key(s, T0 + timedelta(minutes=5)) for s in ("site_b", "web", "private"))
+    write_snapshot(store, a_old, [[
+        record_row("site_a:old.html", "site_a", a_old, ITER),  # superseded by the copy in a_new
+        record_row("site_a:gone.html", "site_a", a_old, "Only the older snapshot has this page at all."),
+        record_row("site_a:refused.html", "site_a", a_old, "Refused when the newer snapshot was canonicalized."),
+    ]], MINHASH)
+    write_snapshot(store, a_new, [[
+        record_row("site_a:old.html", "site_a", a_new, ITER + " Updated."),
+        record_row("site_a:en/gc.html", "site_a", a_new, GC),
+        record_row("site_a:da/gc.html", "site_a", a_new, GC, group_id="doc:site_a:en/gc.html"),  # symlink to en/
+        record_row("site_a:de/gc.html", "site_a", a_new, "  " + GC.upper() + "  "),  # same normal form
+        record_row("site_a:cache.html.en", "site_a", a_new, CACHE),
+        record_row("site_a:cache.html.fr", "site_a", a_new, _near(CACHE, 3)),
+        record_row("site_a:en_GB/cache.html", "site_a", a_new, _near(CACHE, 7)),
+        record_row("site_a:code.py", "site_a", a_new, CODE, domain="code", lang="und"),
+        record_row("site_a:empty-1", "site_a", a_new, ""),
+        record_row("site_a:empty-2", "site_a", a_new, ""),
+        # a forged dedup-key collision: different texts under one key stay apart
+        dict(record_row("site_a:collide-1", "site_a", a_new, "First text of the colliding pair, about caching."),
+             dedup_key="f" * 64),
+        dict(record_row("site_a:collide-2", "site_a", a_new, "Second text, nothing like the first one at all."),
+             dedup_key="f" * 64),
+    ]], MINHASH, refused={"site_a:refused.html": "quality.too_short"})
+    write_snapshot(store, b, [[
+        record_row("site_b:gc", "site_b", b, GC),  # site_b has the better priority: its copy wins
+        record_row("site_b:gc-unlicensed", "site_b", b, GC, governance_json=GOV_MISSING),
+        record_row("site_b:venv", "site_b", b, VENV),
+        record_row("site_b:venv-near", "site_b", b, _near(VENV, 10)),
+        record_row("site_b:code.py", "site_b", b, CODE.replace("\n", "\r\n"), domain="code", lang="und"),
+        record_row("site_b:empty", "site_b", b, "", governance_json=GOV_MISSING),
+    ]], MINHASH)
+    write_snapshot(store, web, [[
+        record_row("web:venv", "web", web, _near(VENV, 20)),
+        record_row("web:gc", "web", web, GC, governance_json=GOV_MISSING),
+        record_row("web:x", "web", web, "A page only the crawl has, about something else entirely, for the record."),
+    ]], MINHASH)
+    write_snapshot(store, priv, [[record_row("private:gc", "private", priv, GC)]], MINHASH)
+    return dict(
+        snapshots=[a_old, a_new, b, web, priv],
+        source_priority={"site_b": 1, "site_a": 2},
+        allowed_uses={"private": ["evaluation"], "site_a": ["pretraining"]},
+        uses=["pretraining"],
+        primary_locales={"site_a": "en"},
+    )
+
+
+def _files(version) -> dict:
+    return {name: [(f["path"], f["sha256"]) for f in t["files"]] for name, t in version.manifest["tables"].items()}
+
+
+@pytest.mark.parametrize("exact,tiny", [(True, False), (False, False), (True, True)])
+def test_streaming_build_gives_the_tables_the_dict_build_gave(tmp_path, monkeypatch, exact, tiny):
+    if tiny:  # output written 3 rows at a time, shared-key texts spilled to one bucket per ~16 characters
+        from corpus_assets.domain.dedup import clusters_layer
+
+        monkeypatch.setattr(clusters_layer, "CHUNK", 3)
+        monkeypatch.setattr(clusters_layer, "EXACT_TEXT_BUDGET", 64)
+    home_old, home_new = tmp_path / "old", tmp_path / "new"
+    kwargs = _release(LayerStore(home_old))
+    _release(LayerStore(home_new))
+    policy = ReleaseDedupPolicy(exact=exact, lsh={"threshold": 0.5, "num_perm": 64, "bands": 16, "rows": 4})
+    old = baseline.build_dedup(LayerStore(home_old), "r1", kwargs["snapshots"],
+                               baseline.ReleaseDedupPolicy(**policy.build_record()), MINHASH, **kwargs_less(kwargs))
+    lines: list[str] = []
+    new = build_dedup(LayerStore(home_new), "r1", kwargs["snapshots"], policy.model_copy(update={"shards": 3}),
+                      MINHASH, **kwargs_less(kwargs), log=lines.append)
+    assert _files(new.version) == _files(old.version)  # every table file, byte for byte
+    assert new.version.content_digest == old.version.content_digest
+    assert new.version.manifest == old.version.manifest  # build spec, counts, policy digest
+    assert (new.records, new.superseded, new.exact, new.near_removed, new.candidates, new.cluster_sizes, new.largest) == (
+        old.records, old.superseded, old.exact, old.near_removed, old.candidates, old.cluster_sizes, old.largest)
+    assert new.lsh == old.lsh
+
+    # and the facts the release relies on, read from the new tables
+    clusters = {r["record_id"]: r for r in new.version.read_table("clusters").to_pylist()}
+    assert "private:gc" not in clusters and "site_a:gone.html" not in clusters
+    assert clusters["site_a:old.html"]["snapshot"].startswith("site_a.20261129T15")  # the newer copy
+    assert not any(p.name.startswith(".tmp-scratch-") for p in LayerStore(home_new).partition_dir(DEDUP_CLUSTERS, "r1").iterdir())
+    if exact:
+        assert clusters["site_b:gc"]["kind"] == "representative"
+        for rid in ("site_a:en/gc.html", "site_a:da/gc.html", "site_a:de/gc.html", "site_b:gc-unlicensed", "web:gc"):
+            assert (clusters[rid]["kind"], clusters[rid]["representative_id"]) == ("exact", "site_b:gc")
+        assert clusters["site_a:collide-2"]["kind"] == "representative" == clusters["site_a:collide-1"]["kind"]
+        assert clusters["site_a:empty-1"]["kind"] == "representative" and clusters["site_a:empty-2"]["kind"] == "exact"
+        assert clusters["site_a:cache.html.en"]["kind"] == "representative"
+        assert clusters["site_a:cache.html.fr"]["kind"] == "near"
+        assert clusters["site_a:cache.html.fr"]["representative_id"] == "site_a:cache.html.en"
+        # CRLF is unified in code's normal form; site_b's priority wins
+        assert (clusters["site_a:code.py"]["kind"], clusters["site_a:code.py"]["representative_id"]) == ("exact", "site_b:code.py")
+    decisions = new.version.read_table("decisions")
+    assert decisions.num_rows == len(clusters) + sum(new.version.manifest["left_out"].values())
+    assert any("texts of LSH candidates read" in line for line in lines)
+
+
+def kwargs_less(kwargs: dict) -> dict:
+    return {k: v for k, v in kwargs.items() if k != "snapshots"}
+
+
+def test_shards_and_workers_never_enter_the_build_spec(tmp_path):
+    kwargs = _release(LayerStore(tmp_path))
+    store = LayerStore(tmp_path)
+    one = build_dedup(store, "r1", kwargs["snapshots"], ReleaseDedupPolicy(), MINHASH, **kwargs_less(kwargs))
+    many = build_dedup(store, "r1", kwargs["snapshots"], ReleaseDedupPolicy(shards=16), MINHASH,
+                       **kwargs_less(kwargs), engine=Engine(workers=1))
+    assert "shards" not in one.version.manifest["build_spec"]["policy"]
+    assert many.version.manifest == one.version.manifest and many.version.version == one.version.version
+
+
+# ------------------------------------------------------------------------------------------------
+# the columnar order is the reference order
+
+
+def test_columnar_order_equals_representative_order_key():
+    gov_ok, gov_no = GOV_OK, GOV_MISSING
+    gov_empty_list = json.dumps({"license": "MIT", "rights_evidence": []})
+    rows = []
+    paths = ["en/a.html", "da/a.html", "a.html.en", "a.html.fr", "en_GB/a.html", "EN-us/b.html", "x/y/z", "en-US",
+             "fr/en.txt", "de.html", "énglish/a", "en", ""]
+    for k, path in enumerate(paths):
+        for src in ("site_a", "site_b", "web", "loc_us"):
+            rid = f"{src}:{path}" if path else f"{src}:"
+            group = None if k % 3 == 0 else (f"doc:{src}:en/{path}" if k % 3 == 1 else f"doc:{rid}")
+            gov = (gov_ok, gov_no, gov_empty_list)[(k + len(src)) % 3]
+            rows.append({"record_id": rid, "source_id": src, "governance_json": gov, "group_id": group})
+    priority = {"site_a": 2, "site_b": 1, "loc_us": 5}
+    locales = {"site_a": "en", "loc_us": "en-US", "web": ""}
+    expected = sorted(range(len(rows)), key=lambda i: representative_order_key(rows[i], priority, locales))
+    table = pa.Table.from_pylist(rows)
+    frame = pl.from_arrow(table.drop_columns(["governance_json"])).with_columns(
+        pl.from_arrow(eligible_column(table.column("governance_json"))).alias("eligible"))
+    rank = order_rank(frame, priority, locales)
+    assert np.argsort(rank).tolist() == expected
+    # every key matters somewhere in these rows
+    keys = [representative_order_key(r, priority, locales) for r in rows]
+    for pos in (0, 2, 3, 4):
+        assert len({k[pos] for k in keys}) > 1
+
+
+def test_order_refuses_a_record_id_used_twice():
+    frame = pl.DataFrame({"record_id": ["a:1", "a:1"], "source_id": ["a", "a"], "eligible": [True, True],
+                          "group_id": [None, None]})
+    with pytest.raises(ValueError, match="'a:1' is used twice"):
+        order_rank(frame, {})
+
+
+# ------------------------------------------------------------------------------------------------
+# the verifier the near-dedup tasks call
+
+
+def test_shingle_sets_give_the_jaccard_of_the_texts_and_survive_pickling(tmp_path):
+    import pickle
+
+    texts = [GC, _near(GC, 4), VENV, "", "short text", _near(VENV, 2)]
+    forms = [dedup_normal_form(t, "prose") for t in texts]
+
+    def normal_forms(rows):  # two batches, out of order, as row groups of several snapshots come
+        rows = np.asarray(rows)
+        for part in (rows[::-1][:2], rows[::-1][2:]):
+            yield part, [forms[i] for i in part.tolist()]
+
+    needed = np.array([0, 1, 2, 3, 5], dtype=np.int64)
+    ready = pickle.loads(pickle.dumps(TextPairVerifier(normal_forms, MINHASH).prepare(needed, tmp_path / "v")))
+    assert isinstance(ready, ShingleSets)
+    pairs = np.array([[0, 1], [2, 5], [0, 2], [3, 0], [1, 0]], dtype=np.int64)
+    want = [exact_jaccard(text_shingle_hashes(forms[i], MINHASH), text_shingle_hashes(forms[j], MINHASH)) for i, j in pairs]
+    assert ready.jaccard_many(pairs).tolist() == want
+    assert want[0] > 0.5 and want[2] < 0.2 and want[3] == 0.0
+    with pytest.raises(ValueError, match="row 4"):
+        ready.jaccard_many(np.array([[0, 4]]))
+
+
+def test_dedup_tables_are_the_layer_tables():
+    assert set(DEDUP_TABLES) == {"clusters", "aliases", "edges", "superseded", "decisions"}
+
+
+def test_dedup_shards_is_read_but_is_not_part_of_the_release_identity(tmp_path):
+    from corpus_assets.domain.release.spec import load_release_spec
+
+    a, b = tmp_path / "a" / "r1.yaml", tmp_path / "b" / "r1.yaml"
+    a.parent.mkdir()
+    b.parent.mkdir()
+    a.write_text("name: r1\nsnapshots: {sources: [site_a]}\ndedup: {exact: true, shards: 8}\n")
+    b.write_text("name: r1\nsnapshots: {sources: [site_a]}\ndedup: {exact: true}\n")
+    sa, sb = load_release_spec(a), load_release_spec(b)
+    assert (sa.dedup.shards, sb.dedup.shards) == (8, 1)
+    assert sa.as_written() == sb.as_written() and sa.as_written()["dedup"] == {"exact": True}
+    assert sa.dedup.build_record() == sb.dedup.build_record()
+
+
+@pytest.mark.parametrize("batch_chars", [50, 512 << 10])
+def test_batched_shingle_hashes_and_sorted_jaccard_equal_the_per_text_functions(monkeypatch, batch_chars):
+    from corpus_assets.domain.dedup import text_verifier
+    from corpus_assets.domain.dedup.text_verifier import jaccard_sorted, shingle_hashes_many
+
+    monkeypatch.setattr(text_verifier, "BATCH_CHARS", batch_chars)  # one text a batch, or all in one
+
+    texts = [GC, "", "one", "two words", "  leading and trailing  ", "tabs\tand\nnewlines  and  runs",
+             "unicode\u00a0space and\u2003em space", _near(VENV, 3), CODE, "é" * 40, VENV * 30]
+    for policy in (MINHASH, MinHashPolicy(shingles={"unit": "char", "size": 4}), MinHashPolicy(hash_function="sha1_32")):
+        forms = [dedup_normal_form(t, "prose") for t in texts] + [dedup_normal_form(CODE, "code")]
+        got = shingle_hashes_many(forms, policy)
+        want = [text_shingle_hashes(f, policy) for f in forms]
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert g.dtype == np.uint64 and g.tolist() == w.tolist()
+        for a in range(len(forms)):
+            for b in range(len(forms)):
+                assert jaccard_sorted(got[a], got[b]) == exact_jaccard(want[a], want[b])
+
+
+def test_split_by_bytes_keeps_different_bytes_under_one_key_apart():
+    from corpus_assets.domain.dedup.exact import split_by_bytes
+
+    table = pa.table({
+        "idx": pa.array([10, 11, 12, 13, 14, 15], pa.int64()),
+        "key": ["k1", "k1", "k1", "k2", "k2", "k1"],
+        "rank": pa.array([5, 2, 9, 1, 0, 3], pa.int64()),
+        "normal": pa.array(["same", "same", "other", "same", "same", "other"], pa.large_string()),
+    })
+    idx, rep = split_by_bytes(table)
+    got = dict(zip(idx.tolist(), rep.tolist()))
+    # k1/"same": 11 (rank 2) before 10; k1/"other": 15 (rank 3) before 12; k2: 14 (rank 0) — never across keys
+    assert got == {10: 11, 11: 11, 12: 15, 15: 15, 13: 14, 14: 14}
+
+
+def test_a_used_copy_without_its_signature_is_refused_naming_the_snapshot(tmp_path):
+    from corpus_assets.domain.dedup.signatures_layer import SIGNATURES_TABLES
+    from corpus_assets.domain.layers.registry import MINHASH_SIGNATURES
+
+    store = LayerStore(tmp_path)
+    snap = snapshot_key("site_a", T0)
+    write_snapshot(store, snap, [[record_row(f"site_a:{i}", "site_a", snap, f"{GC} {i}") for i in range(3)]], MINHASH)
+    sigs = store.require_current(MINHASH_SIGNATURES, snap)
+    with store.new_version(MINHASH_SIGNATURES, snap, SIGNATURES_TABLES, {"stale": True}) as w:
+        w.write("signatures", sigs.read_table("signatures").slice(0, 2))  # one curated record lost its signature
+        w.commit(extra_manifest={k: sigs.manifest[k] for k in ("signature_dtype", "num_perm")})
+    with pytest.raises(ValueError, match=rf"{snap}: minhash_signatures does not hold one signature per curated record.*site_a:2"):
+        build_dedup(store, "r1", [snap], ReleaseDedupPolicy(), MINHASH, {})
