@@ -36,6 +36,7 @@ all candidate pairs. Design: docs/dedup.md#sharded-lsh
 
 from __future__ import annotations
 
+import os
 import shutil
 import uuid
 from dataclasses import dataclass
@@ -196,17 +197,32 @@ def _key_tag_order(e: np.ndarray) -> np.ndarray:
     return perm
 
 
+def read_signature_rows(path: str, rows: np.ndarray) -> np.ndarray:
+    """Rows (sorted, distinct) of an ``np.save``'d matrix, read with ``pread``. Not a memmap on
+    purpose: random rows of a memory-mapped file in the page cache map 64 KiB around every touched
+    page (fault-around) and those pages count in the worker's RSS, so scattered rows would make a
+    task appear to hold the whole signature file."""
+    head = np.load(path, mmap_mode="r")  # the header only: no data page is touched
+    shape, dtype, base = head.shape, head.dtype, head.offset
+    del head
+    width = int(shape[1]) * dtype.itemsize
+    with open(path, "rb") as f:
+        fd = f.fileno()
+        buf = b"".join(os.pread(fd, width, base + r * width) for r in np.asarray(rows, dtype=np.int64).tolist())
+    return np.frombuffer(buf, dtype=dtype).reshape(len(rows), int(shape[1]))
+
+
 def _rows_by_rank(sig_path: str, order_path: str) -> Callable[[np.ndarray], np.ndarray]:
-    """``ranks -> signature rows`` for a capped bucket's members, read from the memory-mapped
-    file in ascending row order (the only signature rows a bucket task reads)."""
-    sig = np.load(sig_path, mmap_mode="r")
+    """``ranks -> signature rows`` for a capped bucket's members (the only signature rows a
+    bucket task reads), read in ascending row order with :func:`read_signature_rows`."""
     order = np.load(order_path, mmap_mode="r")
 
     def rows(ranks: np.ndarray) -> np.ndarray:
         idx = np.asarray(order[np.asarray(ranks, dtype=np.int64)])
         srt = np.argsort(idx, kind="stable")
-        out = np.empty((idx.size, sig.shape[1]), dtype=sig.dtype)
-        out[srt] = sig[idx[srt]]
+        got = read_signature_rows(sig_path, idx[srt])
+        out = np.empty_like(got)
+        out[srt] = got
         return out
 
     return rows
