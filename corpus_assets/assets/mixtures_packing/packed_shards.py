@@ -2,6 +2,7 @@
 
 import dagster as dg
 
+from corpus_assets.domain.core.compute import engine_from_env
 from corpus_assets.domain.layers.registry import MIXTURE_PLAN, TOKENIZER, TOKEN_VIEWS
 from corpus_assets.domain.core.progress import Progress
 from corpus_assets.domain.pack.shards_layer import (
@@ -66,6 +67,7 @@ def packed_shards_asset(context: dg.AssetExecutionContext, storage: StorageResou
             token_views=store.require_current(TOKEN_VIEWS, name),
             mixture_plan=store.require_current(MIXTURE_PLAN, name),
             tokenizer_digest=tok.digest, vocab_size=tok.vocab_size, split_names=names, bos_id=bos_id, log=log,
+            engine=engine_from_env(),  # shard ranges as tasks (CORPUS_RELEASE_WORKERS); never changes a byte
         )
     except SpanCoverageError as exc:
         # the check's failure is recorded (and shown on the asset) before it blocks the release

@@ -6,6 +6,9 @@ concatenated ids, loss masks and offsets and keeps per record only its start and
 ``gather`` returns exactly what slicing the in-memory table would, in the table's order, so the
 packed bytes do not depend on this module.
 
+``save`` / ``SplitViews.load`` let another process (a packing task on a Dask worker) open the
+same spool from its directory.
+
 Why and how: docs/packing.md#view-spool
 """
 
@@ -37,6 +40,8 @@ class SplitViews:
     starts: array = field(default_factory=lambda: array("q"))  # token offset of each record in the maps
     lengths: array = field(default_factory=lambda: array("q"))
     index: dict = field(default_factory=dict)
+    source_ids: list = field(default_factory=list)
+    domains: list = field(default_factory=list)
     _files: dict = field(default_factory=dict)
     _tokens: int = 0
     _maps: Optional[tuple] = None
@@ -62,6 +67,8 @@ class SplitViews:
             self.index[rid] = row + i
         self.record_ids += batch.column("record_id").to_pylist()
         self.variants += batch.column("variant").to_pylist()
+        self.source_ids += batch.column("source_id").to_pylist()
+        self.domains += batch.column("domain").to_pylist()
         if n.size:
             self.starts.frombytes((self._tokens + np.concatenate([[0], np.cumsum(n)[:-1]])).astype(np.int64).tobytes())
             self.lengths.frombytes(n.tobytes())
@@ -70,6 +77,32 @@ class SplitViews:
     def _close(self) -> None:
         for f in self._files.values():
             f.close()
+
+    def save(self) -> None:
+        """Write the per-record columns beside the maps, for ``load`` in another process."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        table = pa.table({"record_id": pa.array(self.record_ids, pa.string()),
+                          "variant": pa.array(self.variants, pa.string()),
+                          "source_id": pa.array(self.source_ids, pa.string()),
+                          "domain": pa.array(self.domains, pa.string())})
+        with pa.ipc.new_file(str(self.directory / "records.arrow"), table.schema) as w:
+            w.write_table(table)
+        np.save(self.directory / "starts.npy", np.frombuffer(self.starts, dtype=np.int64))
+        np.save(self.directory / "lengths.npy", np.frombuffer(self.lengths, dtype=np.int64))
+
+    @classmethod
+    def load(cls, directory: Path) -> "SplitViews":
+        """A read-only view of a spool ``save`` wrote (record columns memory-mapped, as Arrow
+        arrays; no record index)."""
+        directory = Path(directory)
+        t = pa.ipc.open_file(pa.memory_map(str(directory / "records.arrow"))).read_all().combine_chunks()
+        sv = cls(directory)
+        sv.record_ids, sv.variants = t.column("record_id").chunk(0), t.column("variant").chunk(0)
+        sv.source_ids, sv.domains = t.column("source_id").chunk(0), t.column("domain").chunk(0)
+        sv.starts = np.load(directory / "starts.npy", mmap_mode="r")
+        sv.lengths = np.load(directory / "lengths.npy", mmap_mode="r")
+        sv._tokens = int(sv.starts[-1] + sv.lengths[-1]) if len(sv.lengths) else 0
+        return sv
 
     def _map(self) -> tuple:
         if self._maps is None:
@@ -97,8 +130,12 @@ class SplitViews:
             offs = np.concatenate([offs_mm[s:s + n] for s, n in zip(starts, lengths)]).reshape(-1, 2)
         else:
             ids, mask, offs = np.zeros(0, np.int32), np.zeros(0, np.uint8), np.zeros((0, 2), np.int32)
-        rids = pa.array([self.record_ids[r] for r in rows], pa.string())
-        variants = pa.array([self.variants[r] for r in rows], pa.string())
+        if isinstance(self.record_ids, pa.Array):  # loaded from a saved spool
+            take = pa.array(rows, pa.int64())
+            rids, variants = self.record_ids.take(take), self.variants.take(take)
+        else:
+            rids = pa.array([self.record_ids[r] for r in rows], pa.string())
+            variants = pa.array([self.variants[r] for r in rows], pa.string())
         return ids, mask, offs, lengths, rids, variants
 
 
