@@ -178,7 +178,8 @@ def view_task(task: ViewTask) -> ViewTaskResult:
                 if parts:
                     if vw is None:
                         vw = pa.ipc.new_file(views_path, VIEWS_SCHEMA)
-                    vw.write_table(pa.concat_tables(parts))
+                    # one record batch per encode batch, not per record: the layer store sizes rows per batch
+                    vw.write_table(pa.concat_tables(parts).combine_chunks())
                 dw.write_table(pa.Table.from_pylist(decided, schema=DECISIONS_SCHEMA))
                 n += len(chunk)
         finally:
