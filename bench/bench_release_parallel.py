@@ -122,9 +122,11 @@ def run_side(home: Path, workers: int, world: dict, draws: int) -> dict:
 
     engine = Engine(workers=workers)
     pinned = [os.environ.get("RAYON_NUM_THREADS"), os.environ.get("TOKENIZERS_PARALLELISM")]
-    if workers > 1:  # start and warm the cluster outside the timed steps
-        engine.map(exec, ["import corpus_assets.domain.tokens.token_views_tasks, corpus_assets.domain.pack.pack_tasks"]
-                   * (4 * workers), name="warm-up")
+    # imports (distributed, the task modules) and the cluster's start-up happen before timing, on both sides
+    engine.describe()
+    engine.map(exec, ["import corpus_assets.domain.tokens.token_views_tasks, corpus_assets.domain.pack.pack_tasks"]
+               * (4 * workers), name="warm-up")
+    if workers > 1:
         pinned = sorted(set(zip(engine.map(os.getenv, ["RAYON_NUM_THREADS"] * 4 * workers, name="env"),
                                 engine.map(os.getenv, ["TOKENIZERS_PARALLELISM"] * 4 * workers, name="env"))))
     store = LayerStore(home)

@@ -20,7 +20,6 @@ from typing import Callable, Optional
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from corpus_assets.domain.core.compute import Engine
@@ -34,7 +33,6 @@ from corpus_assets.domain.pack.packing import (
     Packer,
     PackedBlocks,
     PackingPolicy,
-    PackingStats,
     coverage_check,
     packer_states,
     packing_policy_version,

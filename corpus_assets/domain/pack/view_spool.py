@@ -22,10 +22,8 @@ from typing import Callable, Iterable, Optional
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from corpus_assets.domain.storage.layer_store import LayerVersion
-from corpus_assets.domain.pack.mixture_layer import packable_views
 
 VIEW_COLUMNS = ["record_id", "variant", "split", "source_id", "domain", "n_tokens", "input_ids", "loss_mask", "offsets"]
 
@@ -49,26 +47,21 @@ class SplitViews:
     def __len__(self) -> int:
         return len(self.record_ids)
 
-    def _append(self, batch: pa.RecordBatch) -> None:
+    def _append(self, n: np.ndarray, ids: np.ndarray, mask: np.ndarray, offs: np.ndarray, record_ids: list,
+                variants: list, source_ids: list, domains: list) -> None:
         if not self._files:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._files = {k: open(self.directory / f"{k}.bin", "wb") for k in ("ids", "mask", "offsets")}
-        n = np.asarray(batch.column("n_tokens").to_numpy(zero_copy_only=False), dtype=np.int64)
-        ids = np.asarray(batch.column("input_ids").flatten().to_numpy(zero_copy_only=False), dtype=np.int32)
-        mask = np.asarray(batch.column("loss_mask").flatten().to_numpy(zero_copy_only=False), dtype=np.uint8)
-        offs = np.asarray(batch.column("offsets").flatten().to_numpy(zero_copy_only=False), dtype=np.int32)
-        if ids.size != int(n.sum()) or mask.size != ids.size or offs.size != 2 * ids.size:
-            raise ValueError("token_views rows whose n_tokens, input_ids, loss_mask and offsets disagree")
         self._files["ids"].write(ids.tobytes())
         self._files["mask"].write(mask.tobytes())
         self._files["offsets"].write(offs.tobytes())
         row = len(self.record_ids)
-        for i, rid in enumerate(batch.column("record_id").to_pylist()):
+        for i, rid in enumerate(record_ids):
             self.index[rid] = row + i
-        self.record_ids += batch.column("record_id").to_pylist()
-        self.variants += batch.column("variant").to_pylist()
-        self.source_ids += batch.column("source_id").to_pylist()
-        self.domains += batch.column("domain").to_pylist()
+        self.record_ids += record_ids
+        self.variants += variants
+        self.source_ids += source_ids
+        self.domains += domains
         if n.size:
             self.starts.frombytes((self._tokens + np.concatenate([[0], np.cumsum(n)[:-1]])).astype(np.int64).tobytes())
             self.lengths.frombytes(n.tobytes())
@@ -158,17 +151,42 @@ class SpooledViews:
         try:
             for batch in token_views.iter_batches("views", batch_size=batch_size, columns=VIEW_COLUMNS):
                 rids = batch.column("record_id").to_pylist()
-                out.sources.update(zip(rids, batch.column("source_id").to_pylist()))
-                out.domains.update(zip(rids, batch.column("domain").to_pylist()))
-                packable = packable_views(batch)  # one view per record, as the mixture plan counts them
-                split_col = packable.column("split")
-                for name in sorted(set(split_col.to_pylist()) & wanted):
-                    out.splits[name]._append(packable.filter(pc.equal(split_col, name)))
+                srcs, doms = batch.column("source_id").to_pylist(), batch.column("domain").to_pylist()
+                out.sources.update(zip(rids, srcs))
+                out.domains.update(zip(rids, doms))
+                out._route(batch, rids, srcs, doms, wanted)
         finally:
             for sv in out.splits.values():
                 sv._close()
         log("token views spooled: " + ", ".join(f"{k} {len(v)} records / {v._tokens} tokens" for k, v in sorted(out.splits.items())))
         return out
+
+    def _route(self, batch: pa.RecordBatch, rids: list, srcs: list, doms: list, wanted: set) -> None:
+        """Append each wanted split's packable rows of ``batch`` (one view per record, as the
+        mixture plan counts them: ``mixture_layer.packable_views``), slicing the flat token
+        columns with a mask instead of filtering the list columns (a copy of every list)."""
+        n = np.asarray(batch.column("n_tokens").to_numpy(zero_copy_only=False), dtype=np.int64)
+        ids = np.asarray(batch.column("input_ids").flatten().to_numpy(zero_copy_only=False), dtype=np.int32)
+        mask = np.asarray(batch.column("loss_mask").flatten().to_numpy(zero_copy_only=False), dtype=np.uint8)
+        offs = np.asarray(batch.column("offsets").flatten().to_numpy(zero_copy_only=False), dtype=np.int32)
+        if ids.size != int(n.sum()) or mask.size != ids.size or offs.size != 2 * ids.size:
+            raise ValueError("token_views rows whose n_tokens, input_ids, loss_mask and offsets disagree")
+        variants = batch.column("variant").to_pylist()
+        splits = batch.column("split").to_pylist()
+        packable = np.fromiter((v is None or v == "chosen" for v in variants), bool, len(variants))
+        split_arr = np.asarray(splits, dtype=object)
+        offs = offs.reshape(-1, 2)
+        for name in sorted(set(splits) & wanted):
+            rows = packable & (split_arr == name)
+            if not rows.any():
+                continue
+            pick = np.flatnonzero(rows).tolist()
+            if rows.all():
+                self.splits[name]._append(n, ids, mask, offs, rids, variants, srcs, doms)
+                continue
+            tok = np.repeat(rows, n)
+            self.splits[name]._append(n[rows], ids[tok], mask[tok], offs[tok], [rids[i] for i in pick],
+                                      [variants[i] for i in pick], [srcs[i] for i in pick], [doms[i] for i in pick])
 
     def remove(self) -> None:
         self.splits.clear()

@@ -15,7 +15,6 @@ Inputs, tables and reuse: docs/tokens.md#token-views-layer
 from __future__ import annotations
 
 import shutil
-import uuid
 from pathlib import Path
 from typing import Callable, Optional
 
