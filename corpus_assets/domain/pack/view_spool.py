@@ -47,8 +47,19 @@ class SplitViews:
     def __len__(self) -> int:
         return len(self.record_ids)
 
-    def _append(self, n: np.ndarray, ids: np.ndarray, mask: np.ndarray, offs: np.ndarray, record_ids: list,
-                variants: list, source_ids: list, domains: list) -> None:
+    def _append(self, batch: pa.RecordBatch) -> None:
+        """Append every row of ``batch`` (already one packable view per record)."""
+        n, ids, mask, offs = _token_columns(batch)
+        rids = batch.column("record_id").to_pylist()
+        none = [None] * len(rids)
+
+        def col(name: str) -> list:
+            return batch.column(name).to_pylist() if name in batch.schema.names else none
+
+        self._append_arrays(n, ids, mask, offs, rids, col("variant"), col("source_id"), col("domain"))
+
+    def _append_arrays(self, n: np.ndarray, ids: np.ndarray, mask: np.ndarray, offs: np.ndarray, record_ids: list,
+                       variants: list, source_ids: list, domains: list) -> None:
         if not self._files:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._files = {k: open(self.directory / f"{k}.bin", "wb") for k in ("ids", "mask", "offsets")}
@@ -132,6 +143,17 @@ class SplitViews:
         return ids, mask, offs, lengths, rids, variants
 
 
+def _token_columns(batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """n_tokens, and the flat ids, masks and (n, 2) offsets of a batch of views (zero-copy)."""
+    n = np.asarray(batch.column("n_tokens").to_numpy(zero_copy_only=False), dtype=np.int64)
+    ids = np.asarray(batch.column("input_ids").flatten().to_numpy(zero_copy_only=False), dtype=np.int32)
+    mask = np.asarray(batch.column("loss_mask").flatten().to_numpy(zero_copy_only=False), dtype=np.uint8)
+    offs = np.asarray(batch.column("offsets").flatten().to_numpy(zero_copy_only=False), dtype=np.int32)
+    if ids.size != int(n.sum()) or mask.size != ids.size or offs.size != 2 * ids.size:
+        raise ValueError("token_views rows whose n_tokens, input_ids, loss_mask and offsets disagree")
+    return n, ids, mask, offs.reshape(-1, 2)
+
+
 class SpooledViews:
     """Every split's packable views, plus record -> source and record -> domain (all views)."""
 
@@ -165,27 +187,21 @@ class SpooledViews:
         """Append each wanted split's packable rows of ``batch`` (one view per record, as the
         mixture plan counts them: ``mixture_layer.packable_views``), slicing the flat token
         columns with a mask instead of filtering the list columns (a copy of every list)."""
-        n = np.asarray(batch.column("n_tokens").to_numpy(zero_copy_only=False), dtype=np.int64)
-        ids = np.asarray(batch.column("input_ids").flatten().to_numpy(zero_copy_only=False), dtype=np.int32)
-        mask = np.asarray(batch.column("loss_mask").flatten().to_numpy(zero_copy_only=False), dtype=np.uint8)
-        offs = np.asarray(batch.column("offsets").flatten().to_numpy(zero_copy_only=False), dtype=np.int32)
-        if ids.size != int(n.sum()) or mask.size != ids.size or offs.size != 2 * ids.size:
-            raise ValueError("token_views rows whose n_tokens, input_ids, loss_mask and offsets disagree")
+        n, ids, mask, offs = _token_columns(batch)
         variants = batch.column("variant").to_pylist()
         splits = batch.column("split").to_pylist()
         packable = np.fromiter((v is None or v == "chosen" for v in variants), bool, len(variants))
         split_arr = np.asarray(splits, dtype=object)
-        offs = offs.reshape(-1, 2)
         for name in sorted(set(splits) & wanted):
             rows = packable & (split_arr == name)
             if not rows.any():
                 continue
             pick = np.flatnonzero(rows).tolist()
             if rows.all():
-                self.splits[name]._append(n, ids, mask, offs, rids, variants, srcs, doms)
+                self.splits[name]._append_arrays(n, ids, mask, offs, rids, variants, srcs, doms)
                 continue
             tok = np.repeat(rows, n)
-            self.splits[name]._append(n[rows], ids[tok], mask[tok], offs[tok], [rids[i] for i in pick],
+            self.splits[name]._append_arrays(n[rows], ids[tok], mask[tok], offs[tok], [rids[i] for i in pick],
                                       [variants[i] for i in pick], [srcs[i] for i in pick], [doms[i] for i in pick])
 
     def remove(self) -> None:
