@@ -219,7 +219,7 @@ def build_packed_shards(
     decisions: list[pa.Table] = []
     try:
         spool_dir, spool_lock = new_staging_dir(set_parent, prefix=".tmp-spool-")
-        spooled = SpooledViews.spool(token_views, spool_dir, split_names, log=log)
+        spooled = SpooledViews.spool(token_views, spool_dir, split_names, log=log, engine=engine)  # row-group ranges as tasks
         sources, domains = spooled.sources, spooled.domains
         planned: dict[str, tuple] = {}
         tasks: list[PackTask] = []

@@ -18,10 +18,11 @@ import shutil
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from corpus_assets.domain.storage.layer_store import LayerVersion
 
@@ -82,6 +83,30 @@ class SplitViews:
         for f in self._files.values():
             f.close()
 
+    def _extend_from(self, saved: Path) -> None:
+        """Append a spool ``save`` wrote (a task's part of this split), files and records."""
+        part = SplitViews.load(saved)
+        if not len(part.lengths):
+            return
+        if not self._files:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._files = {k: open(self.directory / f"{k}.bin", "wb") for k in ("ids", "mask", "offsets")}
+        for k, f in self._files.items():
+            with open(saved / f"{k}.bin", "rb") as src:
+                shutil.copyfileobj(src, f, 1 << 22)
+        rids = part.record_ids.to_pylist()
+        row = len(self.record_ids)
+        for i, rid in enumerate(rids):
+            self.index[rid] = row + i
+        self.record_ids += rids
+        self.variants += part.variants.to_pylist()
+        self.source_ids += part.source_ids.to_pylist()
+        self.domains += part.domains.to_pylist()
+        n = np.asarray(part.lengths, dtype=np.int64)
+        self.starts.frombytes((self._tokens + np.concatenate([[0], np.cumsum(n)[:-1]])).astype(np.int64).tobytes())
+        self.lengths.frombytes(n.tobytes())
+        self._tokens += int(n.sum())
+
     def save(self) -> None:
         """Write the per-record columns beside the maps, for ``load`` in another process."""
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -99,10 +124,10 @@ class SplitViews:
         """A read-only view of a spool ``save`` wrote (record columns memory-mapped, as Arrow
         arrays; no record index)."""
         directory = Path(directory)
-        t = pa.ipc.open_file(pa.memory_map(str(directory / "records.arrow"))).read_all().combine_chunks()
+        t = pa.ipc.open_file(pa.memory_map(str(directory / "records.arrow"))).read_all()
         sv = cls(directory)
-        sv.record_ids, sv.variants = t.column("record_id").chunk(0), t.column("variant").chunk(0)
-        sv.source_ids, sv.domains = t.column("source_id").chunk(0), t.column("domain").chunk(0)
+        sv.record_ids, sv.variants = t.column("record_id").combine_chunks(), t.column("variant").combine_chunks()
+        sv.source_ids, sv.domains = t.column("source_id").combine_chunks(), t.column("domain").combine_chunks()
         sv.starts = np.load(directory / "starts.npy", mmap_mode="r")
         sv.lengths = np.load(directory / "lengths.npy", mmap_mode="r")
         sv._tokens = int(sv.starts[-1] + sv.lengths[-1]) if len(sv.lengths) else 0
@@ -165,11 +190,19 @@ class SpooledViews:
 
     @classmethod
     def spool(cls, token_views: LayerVersion, directory: Path, split_names: Iterable[str], *,
-              batch_size: int = 2048, log: Callable[[str], None] = lambda _m: None) -> "SpooledViews":
+              batch_size: int = 2048, log: Callable[[str], None] = lambda _m: None,
+              engine: Optional[Any] = None) -> "SpooledViews":
+        """Spool in one pass; with ``engine`` (``core.compute.Engine``), ranges of row groups are
+        spooled by tasks (``spool_task``) and appended in range order: the same files."""
         out = cls(directory)
         wanted = set(split_names)
         for i, name in enumerate(sorted(wanted)):
             out.splits[name] = SplitViews(directory / f"split-{i}")
+        if engine is not None:
+            out._spool_tasks(token_views, sorted(wanted), batch_size, engine)
+            log("token views spooled: " + ", ".join(f"{k} {len(v)} records / {v._tokens} tokens"
+                                                    for k, v in sorted(out.splits.items())))
+            return out
         try:
             for batch in token_views.iter_batches("views", batch_size=batch_size, columns=VIEW_COLUMNS):
                 rids = batch.column("record_id").to_pylist()
@@ -182,6 +215,27 @@ class SpooledViews:
                 sv._close()
         log("token views spooled: " + ", ".join(f"{k} {len(v)} records / {v._tokens} tokens" for k, v in sorted(out.splits.items())))
         return out
+
+    def _spool_tasks(self, token_views: LayerVersion, names: list[str], batch_size: int, engine: Any) -> None:
+        files = [str(p) for p in token_views.table_files("views")]
+        groups = [(fi, g) for fi, p in enumerate(files) for g in range(pq.ParquetFile(p).num_row_groups)]
+        per = max(1, -(-len(groups) // max(1, 4 * engine.workers)))
+        tasks = [SpoolTask(tuple(files), tuple(groups[k:k + per]), str(self.directory / f"part-{k // per:05d}"),
+                           tuple(names), batch_size) for k in range(0, len(groups), per)]
+        parts = engine.map(spool_task, tasks, name="view-spool")
+        try:
+            for part in parts:
+                labels = pa.ipc.open_file(pa.memory_map(str(Path(part) / "labels.arrow"))).read_all()
+                rids = labels.column("record_id").to_pylist()
+                self.sources.update(zip(rids, labels.column("source_id").to_pylist()))
+                self.domains.update(zip(rids, labels.column("domain").to_pylist()))
+                for i, name in enumerate(names):
+                    self.splits[name]._extend_from(Path(part) / f"split-{i}")
+        finally:
+            for sv in self.splits.values():
+                sv._close()
+            for part in parts:
+                shutil.rmtree(part, ignore_errors=True)
 
     def _route(self, batch: pa.RecordBatch, rids: list, srcs: list, doms: list, wanted: set) -> None:
         """Append each wanted split's packable rows of ``batch`` (one view per record, as the
@@ -207,3 +261,43 @@ class SpooledViews:
     def remove(self) -> None:
         self.splits.clear()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class SpoolTask:
+    """Row groups of the ``views`` table to spool into ``directory`` (one ``split-<i>`` per name)."""
+
+    files: tuple[str, ...]
+    groups: tuple[tuple[int, int], ...]  # (file index, row group), in table order
+    directory: str
+    splits: tuple[str, ...]  # every wanted split, sorted
+    batch_size: int = 2048
+
+
+def spool_task(task: SpoolTask) -> str:
+    """Spool a range of row groups (a task on the release engine); returns its directory."""
+    out = SpooledViews(Path(task.directory))
+    out.directory.mkdir(parents=True, exist_ok=True)
+    for i, name in enumerate(task.splits):
+        out.splits[name] = SplitViews(out.directory / f"split-{i}")
+    labels: dict[str, list] = {"record_id": [], "source_id": [], "domain": []}
+    opened: dict[int, pq.ParquetFile] = {}
+    try:
+        for fi, g in task.groups:
+            pf = opened.get(fi) or opened.setdefault(fi, pq.ParquetFile(task.files[fi]))
+            for batch in pf.read_row_group(g, columns=VIEW_COLUMNS).to_batches(max_chunksize=task.batch_size):
+                rids = batch.column("record_id").to_pylist()
+                srcs, doms = batch.column("source_id").to_pylist(), batch.column("domain").to_pylist()
+                labels["record_id"] += rids
+                labels["source_id"] += srcs
+                labels["domain"] += doms
+                out._route(batch, rids, srcs, doms, set(task.splits))
+    finally:
+        for sv in out.splits.values():
+            sv._close()
+    for sv in out.splits.values():
+        sv.save()
+    table = pa.table({k: pa.array(v, pa.string()) for k, v in labels.items()})
+    with pa.ipc.new_file(str(out.directory / "labels.arrow"), table.schema) as w:
+        w.write_table(table)
+    return task.directory
