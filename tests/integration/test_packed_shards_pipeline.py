@@ -240,7 +240,7 @@ def test_span_coverage_check_rereads_the_written_shards_and_fails_on_a_defect(co
 
 def test_a_span_coverage_failure_while_packing_is_recorded_as_a_failed_check_before_it_blocks(
         corpus_env, tmp_path, monkeypatch):
-    import corpus_assets.domain.pack.shards_layer as shards_layer
+    import corpus_assets.domain.pack.pack_tasks as pack_tasks  # where each shard range's blocks are checked
 
     setup_release(tmp_path, monkeypatch, SPLIT + PAD_TOKENIZER + MIXTURE + PACKING)
     from corpus_assets.definitions import build_definitions
@@ -249,7 +249,7 @@ def test_a_span_coverage_failure_while_packing_is_recorded_as_a_failed_check_bef
     with dg.instance_for_test() as instance:
         build_snapshots(defs, instance)
         # a packer defect: the blocks of the first chunk do not cover their positions
-        monkeypatch.setattr(shards_layer, "coverage_check", lambda part: (False, "position 3 covered twice (injected)"))
+        monkeypatch.setattr(pack_tasks, "coverage_check", lambda part: (False, "position 3 covered twice (injected)"))
         result = run_release(defs, instance, raise_on_error=False)
         assert not result.success and "fail span coverage" in step_failure(result)
         checks = [e.event_specific_data for e in result.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]

@@ -1,7 +1,9 @@
 """packed_shards: fixed-length training blocks with provenance spans, in trainer-readable shards."""
 
 import dagster as dg
+from pydantic import Field
 
+from corpus_assets.domain.core.compute import engine_from_env
 from corpus_assets.domain.layers.registry import MIXTURE_PLAN, TOKENIZER, TOKEN_VIEWS
 from corpus_assets.domain.core.progress import Progress
 from corpus_assets.domain.pack.shards_layer import (
@@ -18,6 +20,12 @@ from corpus_assets.layer_checks import partition_check
 from corpus_assets.partitions import releases_partitions
 from resources.releases import ReleasesResource
 from resources.storage import StorageResource
+
+
+class PackedShardsConfig(dg.Config):
+    task_positions: int = Field(default=1 << 23, ge=1, description=(
+        "positions per packing task (rounded to whole shards) on the release engine (CORPUS_RELEASE_WORKERS); "
+        "never changes a byte"))
 
 
 @dg.asset(
@@ -42,7 +50,8 @@ from resources.storage import StorageResource
                                       "Blocking: release_manifest does not run on shards that fail it."),
     ],
 )
-def packed_shards_asset(context: dg.AssetExecutionContext, storage: StorageResource, releases: ReleasesResource):
+def packed_shards_asset(context: dg.AssetExecutionContext, config: PackedShardsConfig, storage: StorageResource,
+                        releases: ReleasesResource):
     name = context.partition_key
     rspec = releases.spec(name)
     store = storage.store()
@@ -66,6 +75,7 @@ def packed_shards_asset(context: dg.AssetExecutionContext, storage: StorageResou
             token_views=store.require_current(TOKEN_VIEWS, name),
             mixture_plan=store.require_current(MIXTURE_PLAN, name),
             tokenizer_digest=tok.digest, vocab_size=tok.vocab_size, split_names=names, bos_id=bos_id, log=log,
+            engine=engine_from_env(), task_positions=config.task_positions,  # shard ranges as tasks; never changes a byte
         )
     except SpanCoverageError as exc:
         # the check's failure is recorded (and shown on the asset) before it blocks the release

@@ -3,6 +3,7 @@
 import dagster as dg
 from pydantic import Field
 
+from corpus_assets.domain.core.compute import engine_from_env
 from corpus_assets.domain.core.progress import Progress
 from corpus_assets.domain.layers.decisions import DECISIONS_TABLE
 from corpus_assets.domain.layers.registry import CURATED_RECORDS, SPLITS, TOKENIZER
@@ -21,6 +22,8 @@ class TokenViewsConfig(dg.Config):
     max_records: int = Field(default=1024, ge=1, le=1_000_000, description="records per encode_batch call (memory bound)")
     max_chars: int = Field(default=4_000_000, ge=1, description="payload characters per encode_batch call (memory bound)")
     reuse: bool = Field(default=True, description="reuse views of identical records from any release (same tokenizer and policy)")
+    task_records: int = Field(default=2048, ge=1, le=1_000_000,
+                              description="records per task on the release engine (CORPUS_RELEASE_WORKERS); never changes a byte")
 
 
 @dg.asset(
@@ -50,6 +53,8 @@ def token_views_asset(
     policy = releases.spec(name).token_views  # typed and checked when the spec was read
     store = storage.store()
     progress = Progress(context.log.info, f"token_views[{name}]")
+    engine = engine_from_env()
+    context.log.info(f"token_views[{name}]: chunks of {config.task_records} records on the {engine.describe()}")
 
     def on_batch(done: int, total: int, tokens: int) -> None:
         progress.total = total
@@ -60,6 +65,7 @@ def token_views_asset(
         splits=store.require_current(SPLITS, name),
         tokenizer=store.require_current(TOKENIZER, name),
         max_records=config.max_records, max_chars=config.max_chars, reuse=config.reuse, progress=on_batch,
+        engine=engine, task_records=config.task_records,
     )
     progress.finish()
     split_rows = [

@@ -21,6 +21,7 @@ from typing import Any, Iterable, Iterator, Literal, Optional, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
@@ -38,6 +39,11 @@ __all__ = [
     "iter_packed",
     "coverage_check",
     "use_numba",
+    "PackerState",
+    "BlockPlan",
+    "plan_blocks",
+    "packer_states",
+    "block_window",
 ]
 
 PACKING_CODE_VERSION = "1"
@@ -213,6 +219,7 @@ class PackedBlocks:
     # among everything given to the Packer, from 0) and count, one entry per span (sum per sample)
     placed_samples: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     placed_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    placed_blocks: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # global block of each entry
 
     def __len__(self) -> int:
         return int(self.tokens.shape[0])
@@ -237,7 +244,8 @@ class PackedBlocks:
         stats = first.stats
         for p in parts[1:]:
             stats = stats + p.stats
-        placed = (np.concatenate([p.placed_samples for p in parts]), np.concatenate([p.placed_tokens for p in parts]))
+        placed = (np.concatenate([p.placed_samples for p in parts]), np.concatenate([p.placed_tokens for p in parts]),
+                  np.concatenate([p.placed_blocks for p in parts]))
         full = [p for p in parts if len(p)] or [first]
         if len(full) == 1:  # no copy
             f = full[0]
@@ -496,11 +504,33 @@ class Packer:
         self._c_fill: list[int] = []
         self._c_spans = _Spans.empty()
 
+    @classmethod
+    def resume(cls, policy: PackingPolicy, state: "PackerState", *, bos_id: Optional[int] = None,
+               chunk_tokens: int = 1 << 20) -> "Packer":
+        """A packer standing where ``state`` says (``packer_states``): the next sample given is
+        sample ``state.sample`` and the next block sealed is block ``state.emitted``. Its open
+        blocks have the right fill but no content, so the blocks opened before ``state.sample``
+        come out wrong (callers drop them: ``block_window``); every later block is exactly the
+        block one packer over all samples seals, because placement depends on fills only."""
+        p = cls(policy, bos_id=bos_id, chunk_tokens=chunk_tokens)
+        k, T = len(state.fills), p.T
+        p._samples, p._emitted = int(state.sample), int(state.emitted)
+        p._c_tok = np.full((k, T), policy.pad_id, np.int32)
+        p._c_msk = np.zeros((k, T), np.uint8)
+        p._c_mark = np.zeros((k, T), bool)
+        p._c_fill = [int(f) for f in state.fills]
+        return p
+
     # -- public ----------------------------------------------------------------------------------
 
     @property
     def open_blocks(self) -> int:
         return len(self._c_fill)
+
+    @property
+    def emitted(self) -> int:
+        """Blocks sealed so far (the next one sealed gets this number)."""
+        return self._emitted
 
     def add(self, samples: Sequence[Any]) -> PackedBlocks:
         """Pack ``samples`` (objects with ``record_id``, ``variant``, ``input_ids``, ``loss_mask``,
@@ -660,6 +690,32 @@ class Packer:
             np.minimum(s_len - src, cap),
             np.repeat(e_src, pieces) + src,
         )
+
+    def _placement(self, e_len: np.ndarray, fills: list[int]):
+        """What ``_add_chunk`` decides from lengths alone, after ``fills`` (the open blocks):
+        (sealed rows in sealing order, open rows oldest first, fill per row, first position of
+        each piece in the work area — its BOS under ``boundary="bos"``)."""
+        T, bos = self.T, self._bos
+        ne = e_len.shape[0]
+        es = _exclusive_cumsum(e_len)
+        if self.policy.mode == "stream":
+            u0 = fills[0] if fills else 0
+            total = u0 + int(e_len.sum()) + bos * ne
+            W = -(-total // T)
+            fill = np.full(W, T, np.int64)
+            if W:
+                fill[-1] = total - (W - 1) * T
+            n_sealed = W if (W and fill[-1] == T) else max(W - 1, 0)
+            return (np.arange(n_sealed, dtype=np.int64), np.arange(n_sealed, W, dtype=np.int64), fill,
+                    u0 + es + bos * np.arange(ne, dtype=np.int64))
+        lens = e_len + bos
+        if self.policy.fit == "best_fit":
+            row_of, u_of, sealed, open_rows, fill = _place_best_fit(lens, T, list(fills), self.policy.open_blocks)
+        else:
+            row_of, u_of, sealed, open_rows, fill = _place_in_order(lens.tolist(), T, list(fills),
+                                                                    self.policy.fit == "one_per_block")
+        return (np.asarray(sealed, np.int64), np.asarray(open_rows, np.int64), np.asarray(fill, np.int64),
+                np.asarray(row_of, np.int64) * T + np.asarray(u_of, np.int64))
 
     def _add_chunk(self, ids, msk, offs, lengths, rids: pa.Array, vars_: pa.Array) -> PackedBlocks:
         T, bos, pol = self.T, self._bos, self.policy
@@ -895,7 +951,116 @@ class Packer:
         st.padding += int((T - o_fill).sum())
         st.label_tokens += int(np.count_nonzero(o_lm))
         return PackedBlocks(T, pol.pad_id, first, o_tok, o_lm, seg, pos, table, st,
-                            sp.sample[from_view], lengths[from_view].astype(np.int64))
+                            sp.sample[from_view], lengths[from_view].astype(np.int64), blk[from_view])
+
+
+# --- planning: which sample lands in which block, before any block is built ------------------------
+
+
+@dataclass(frozen=True)
+class PackerState:
+    """Where a packer over a sample sequence stands just before sample ``sample``: blocks sealed
+    so far and the fill of each open block, oldest first. All that later placement depends on."""
+
+    sample: int
+    emitted: int
+    fills: tuple[int, ...] = ()
+
+
+@dataclass
+class BlockPlan:
+    """The blocks one packer over ``lengths`` would seal, from the lengths alone."""
+
+    first_sample: np.ndarray  # per block in sealing order: the first sample with a position in it;
+    # with tail="drop" and a partial last block, that dropped block is the last entry
+    blocks: int  # blocks emitted (a dropped tail block not counted)
+    stats: PackingStats  # the input side: samples, tokens, empty samples, over-length handling
+
+
+def _null_strings(n: int) -> pa.Array:
+    return pa.nulls(n, pa.string())
+
+
+def plan_blocks(lengths: np.ndarray, policy: PackingPolicy, *, bos_id: Optional[int] = None,
+                record_ids: Union[Sequence[str], pa.Array, None] = None,
+                variants: Union[Sequence[Optional[str]], pa.Array, None] = None) -> BlockPlan:
+    """Placement of every sample (Algorithm 18.2 / best fit / stream cuts) without building a
+    block: one pass over the lengths. ``record_ids`` / ``variants`` name the over-length samples
+    in ``stats`` (as the packer's stats do)."""
+    packer = Packer(policy, bos_id=bos_id)
+    lengths = np.asarray(lengths, np.int64).reshape(-1)
+    n, T = lengths.shape[0], packer.T
+    st = PackingStats(T)
+    st.input_samples, st.input_tokens = n, int(lengths.sum())
+    rids = _null_strings(n) if record_ids is None else _as_str_array(record_ids, n, "record_ids")
+    vars_ = _as_str_array(variants, n, "variants")
+    e_sample, _start, e_len, _src = packer._effective(lengths, rids, vars_, st)
+    sealed, open_rows, fill, first_pos = packer._placement(e_len, [])
+    W = fill.shape[0]
+    first_of_row = np.full(W, np.iinfo(np.int64).max, np.int64)
+    if e_len.shape[0]:
+        if policy.mode == "stream":
+            # the piece holding each row's position 0 (rows start at multiples of T)
+            at = np.searchsorted(first_pos, np.arange(W, dtype=np.int64) * T, side="right") - 1
+            first_of_row = e_sample[at]
+        else:
+            np.minimum.at(first_of_row, first_pos // T, e_sample)
+    order = np.concatenate([sealed, open_rows])
+    dropped = policy.tail == "drop" and open_rows.shape[0] > 0 and fill[open_rows[-1]] < T
+    return BlockPlan(first_of_row[order], int(order.shape[0]) - int(dropped), st)
+
+
+def packer_states(lengths: np.ndarray, policy: PackingPolicy, at: Sequence[int], *,
+                  bos_id: Optional[int] = None) -> list[PackerState]:
+    """The packer's state just before each sample index of ``at`` (ascending), from the lengths."""
+    packer = Packer(policy, bos_id=bos_id)
+    lengths = np.asarray(lengths, np.int64).reshape(-1)
+    fills: list[int] = []
+    emitted = prev = 0
+    out = []
+    for s in at:
+        s = int(s)
+        if s < prev or s > lengths.shape[0]:
+            raise ValueError(f"at: sample indices must be ascending and <= {lengths.shape[0]}, got {s} after {prev}")
+        seg = lengths[prev:s]
+        if seg.shape[0]:
+            _, _, e_len, _ = packer._effective(seg, _null_strings(seg.shape[0]), _null_strings(seg.shape[0]),
+                                               PackingStats(packer.T))
+            sealed, open_rows, fill, _ = packer._placement(e_len, fills)
+            emitted += int(sealed.shape[0])
+            fills = [int(fill[r]) for r in open_rows]
+        out.append(PackerState(s, emitted, tuple(fills)))
+        prev = s
+    return out
+
+
+def block_window(part: PackedBlocks, lo: int, hi: int, *, keep_dropped: bool = False) -> PackedBlocks:
+    """The blocks of ``part`` numbered in ``[lo, hi)``, with their spans and placed tokens, and
+    stats counted over those blocks only (plus the dropped tail when ``keep_dropped``: it belongs
+    to the window holding the last block)."""
+    n, f, T = len(part), part.first_block, part.seq_len
+    a = min(max(lo - f, 0), n)
+    b = max(min(hi - f, n), a)
+    blk = part.spans.column("block")
+    spans = part.spans.filter(pc.and_(pc.greater_equal(blk, f + a), pc.less(blk, f + b)))
+    keep = (part.placed_blocks >= f + a) & (part.placed_blocks < f + b)
+    st = PackingStats(T)
+    if keep_dropped:
+        st.dropped, st.dropped_tokens = list(part.stats.dropped), part.stats.dropped_tokens
+    st.blocks = b - a
+    if spans.num_rows:
+        length = (spans.column("end").to_numpy().astype(np.int64) - spans.column("start").to_numpy().astype(np.int64))
+        pad = spans.column("pad").to_numpy(zero_copy_only=False).astype(bool)
+        src_null = spans.column("src_token_start").is_null().to_numpy(zero_copy_only=False).astype(bool)
+        ins = spans.column("inserted").to_numpy(zero_copy_only=False).astype(bool)
+        st.content_tokens = int(length[~pad & ~src_null].sum())
+        st.bos_tokens = int(length[~pad & src_null].sum())
+        st.inserted_tokens = int(length[~pad & ins].sum())
+        st.padding = int(length[pad].sum())
+    st.label_tokens = int(np.count_nonzero(part.loss_mask[a:b]))
+    return PackedBlocks(T, part.pad_id, f + a, part.tokens[a:b], part.loss_mask[a:b], part.segment_ids[a:b],
+                        part.position_ids[a:b], spans, st, part.placed_samples[keep], part.placed_tokens[keep],
+                        part.placed_blocks[keep])
 
 
 # --- entry points -------------------------------------------------------------------------------

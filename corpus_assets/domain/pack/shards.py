@@ -425,7 +425,9 @@ class ShardWriter:
     ``packing.PackedBlocks`` of ``iter_packed``) of any size; every full shard is written as soon as
     it is complete, the remainder (fewer than ``floor(S/T)`` blocks) waits for the next chunk, and
     ``finish`` writes the last, partial shard. The files are byte-identical to one ``write_shards``
-    call over the concatenation. Memory: one chunk plus less than one shard."""
+    call over the concatenation. Memory: one chunk plus less than one shard. A writer with
+    ``first_shard_index`` k writes shards k, k+1, ... (its first chunk starts at block k*floor(S/T)):
+    writers of disjoint shard ranges together write exactly the files one writer would."""
 
     def __init__(
         self,
@@ -438,9 +440,13 @@ class ShardWriter:
         vocab_size: int,
         pad_segment_id: Optional[int] = 0,
         label_columns: Sequence[str] = DEFAULT_LABEL_COLUMNS,
+        first_shard_index: int = 0,
     ) -> None:
         _check_name_prefix(name_prefix)
+        if first_shard_index < 0:
+            raise ValueError(f"first_shard_index must be >= 0, got {first_shard_index}")
         self.per_shard = shard_capacity(shard_positions, seq_len)
+        self.first_shard_index = first_shard_index  # a writer of a later shard range (parallel packing)
         self.out_dir, self.name_prefix = Path(out_dir), name_prefix
         self._kw = dict(
             seq_len=seq_len,
@@ -505,7 +511,7 @@ class ShardWriter:
             position_ids=a["position_ids"][:n] if "position_ids" in a else None,
             spans=head,
             first_block=first,
-            first_shard_index=len(self.shards),
+            first_shard_index=self.first_shard_index + len(self.shards),
             **self._kw,
         )
         self.shards += metas

@@ -20,9 +20,9 @@ from typing import Callable, Optional
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from corpus_assets.domain.core.compute import Engine
 from corpus_assets.domain.core.errors import CorpusError
 from corpus_assets.domain.core.faults import pause_point
 from corpus_assets.domain.core.hashing import canonical_json
@@ -34,7 +34,9 @@ from corpus_assets.domain.pack.packing import (
     PackedBlocks,
     PackingPolicy,
     coverage_check,
+    packer_states,
     packing_policy_version,
+    plan_blocks,
 )
 from corpus_assets.domain.pack.shards import (
     ShardIntegrityError,
@@ -44,6 +46,7 @@ from corpus_assets.domain.pack.shards import (
     with_record_labels,
     write_shard_manifest,
 )
+from corpus_assets.domain.pack.pack_tasks import PackTask, add_counts, label_counts, pack_task, sample_chunks
 from corpus_assets.domain.pack.view_spool import SplitViews, SpooledViews
 from corpus_assets.domain.layers.decisions import DECISIONS_TABLE, decisions_from_columns
 from corpus_assets.domain.layers.registry import PACKED_SHARDS, layer
@@ -117,19 +120,6 @@ def resolve_packing(
     return PackingPolicy.model_validate(fields), bos_id
 
 
-def _chunks(tokens: np.ndarray, max_samples: int, max_tokens: int):
-    """Consecutive slices of ``range(len(tokens))`` of at most ``max_samples`` samples and
-    ``max_tokens`` tokens (a single longer sample makes a chunk of its own)."""
-    lo, n = 0, len(tokens)
-    ends = np.cumsum(tokens, dtype=np.int64)
-    while lo < n:
-        before = ends[lo - 1] if lo else 0
-        hi = int(np.searchsorted(ends, before + max_tokens, side="right"))
-        hi = min(max(hi, lo + 1), lo + max_samples, n)
-        yield slice(lo, hi)
-        lo = hi
-
-
 def _plan_rows(mixture_plan: LayerVersion, train: SplitViews, batch_size: int = 65536) -> np.ndarray:
     """The mixture plan's draws as rows of the spooled training views, read in batches."""
     parts, missing = [], set()
@@ -145,36 +135,15 @@ def _plan_rows(mixture_plan: LayerVersion, train: SplitViews, batch_size: int = 
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
-def _label_counts(blocks: PackedBlocks, labels: dict[str, str]) -> dict[str, dict[str, int]]:
-    """Per source: materialized tokens (view tokens, BOS excluded) and effective label tokens."""
-    sp = blocks.spans
-    if sp.num_rows == 0:
-        return {}
-    T = blocks.seq_len
-    keep = pc.and_(pc.invert(sp.column("pad")), pc.is_valid(sp.column("src_token_start")))
-    sp = sp.filter(keep)
-    b = sp.column("block").to_numpy() - blocks.first_block
-    s = sp.column("start").to_numpy().astype(np.int64)
-    e = sp.column("end").to_numpy().astype(np.int64)
-    cum = np.concatenate([[0], np.cumsum(blocks.loss_mask.reshape(-1), dtype=np.int64)])
-    lab = cum[b * T + e] - cum[b * T + s]
-    out: dict[str, dict[str, int]] = {}
-    for rid, n, l in zip(sp.column("record_id").to_pylist(), (e - s).tolist(), lab.tolist()):
-        c = out.setdefault(labels[rid], {"materialized_tokens": 0, "label_tokens": 0})
-        c["materialized_tokens"] += n
-        c["label_tokens"] += l
-    return out
-
-
 def _pack_and_write(views: SplitViews, rows: np.ndarray, policy: PackingPolicy, bos_id: Optional[int], out: Path,
                     split: str, shard_spec: ShardSpec, tokenizer_digest: str, vocab_size: int,
                     sources: dict, domains: dict, mix_labels: dict, chunk_samples: int = 4096,
                     chunk_tokens: int = 1 << 22):
-    """Pack ``rows`` of a split's spooled views in chunks (at most ``chunk_samples`` samples and,
-    unless one sample is longer, ``chunk_tokens`` tokens) and write each shard as soon as it is
-    full (``shards.ShardWriter``): memory is one chunk of views plus less than one shard, whatever
-    the split size or document length. Bytes equal a single pack + write (both are chunk-size
-    independent)."""
+    """Pack ``rows`` of a split's spooled views with ONE packer, in chunks (at most
+    ``chunk_samples`` samples and, unless one sample is longer, ``chunk_tokens`` tokens), writing
+    each shard as soon as it is full (``shards.ShardWriter``). The single-process reference that
+    the layer's planned, parallel path (``_pack_split_tasks`` + ``pack_tasks.pack_task``) is tested
+    byte-identical against; bytes equal a single pack + write (both are chunk-size independent)."""
     packer = Packer(policy, bos_id=bos_id)
     writer = ShardWriter(out, split, seq_len=policy.seq_len, shard_positions=shard_spec.positions,
                          tokenizer_digest=tokenizer_digest, vocab_size=vocab_size, pad_segment_id=0)
@@ -198,12 +167,9 @@ def _pack_and_write(views: SplitViews, rows: np.ndarray, policy: PackingPolicy, 
         spans = with_record_labels(with_record_labels(part.spans, "source", sources), "domain", domains)
         writer.add(tokens=part.tokens, loss_mask=part.loss_mask, segment_ids=part.segment_ids, spans=spans,
                    position_ids=part.position_ids if policy.reset_positions else None, first_block=part.first_block)
-        for k, v in _label_counts(part, mix_labels).items():
-            c = per_source.setdefault(k, {"materialized_tokens": 0, "label_tokens": 0})
-            c["materialized_tokens"] += v["materialized_tokens"]
-            c["label_tokens"] += v["label_tokens"]
+        add_counts(per_source, label_counts(part, mix_labels))
 
-    for chunk in _chunks(views.token_counts(rows), chunk_samples, chunk_tokens):
+    for chunk in sample_chunks(views.token_counts(rows), chunk_samples, chunk_tokens):
         ids, mask, offs, lengths, rids, variants = views.gather(rows[chunk])
         emit(packer.add_arrays(ids, mask, offs, lengths, rids, variants))
     emit(packer.finish())
@@ -226,7 +192,14 @@ def build_packed_shards(
     split_names: list[str],
     bos_id: Optional[int] = None,
     log: Callable[[str], None] = lambda _m: None,
+    engine: Optional[Engine] = None,
+    task_positions: int = 1 << 23,
 ) -> tuple[LayerVersion, dict]:
+    """Pack every split into the release's shard set and write the layer. The placement is
+    planned first (serial, from lengths); then each split's blocks, in ranges of whole shards of
+    about ``task_positions`` positions, are packed and written by tasks on ``engine`` (default:
+    in process). The files do not depend on the engine or the range size."""
+    engine = engine or Engine()
     per_shard = shard_capacity(shard_spec.positions, policy.seq_len)  # S >= T or a clear error
     train = split_names[0]
     mix_key = mixture_plan.manifest.get("build_spec", {}).get("spec", {}).get("key", "source")
@@ -246,19 +219,43 @@ def build_packed_shards(
     decisions: list[pa.Table] = []
     try:
         spool_dir, spool_lock = new_staging_dir(set_parent, prefix=".tmp-spool-")
-        spooled = SpooledViews.spool(token_views, spool_dir, split_names, log=log)
+        spooled = SpooledViews.spool(token_views, spool_dir, split_names, log=log, engine=engine)  # row-group ranges as tasks
         sources, domains = spooled.sources, spooled.domains
-        for split in split_names:
+        planned: dict[str, tuple] = {}
+        tasks: list[PackTask] = []
+        for i, split in enumerate(split_names):
             table = spooled.splits[split]
             rows = _plan_rows(mixture_plan, table) if split == train else np.arange(len(table), dtype=np.int64)
+            if rows.size == 0:
+                planned[split] = (table, rows, None, 0)
+                continue
+            mine = _pack_split_tasks(table, rows, split, i, spool_dir, tmp / split, policy, bos_id, shard_spec,
+                                     per_shard, tokenizer_digest, vocab_size,
+                                     "source" if mix_key == "source" else "domain", task_positions)
+            planned[split] = (table, rows, mine[0], len(mine[1]))
+            tasks += mine[1]
+        log(f"packed_shards {release}: {sum(1 for v in planned.values() if v[1].size)} split(s) planned, "
+            f"{len(tasks)} shard range(s) to pack on the {engine.describe()}")
+        results = iter(engine.map(pack_task, tasks, name="packed-shards"))
+        for split in split_names:
+            table, rows, plan, n_tasks = planned[split]
             if rows.size == 0:
                 log(f"packed_shards {release}/{split}: no views; no shards")
                 report["splits"][split] = {"samples": 0, "blocks": 0, "shards": 0}
                 all_meta[split] = []
                 continue
-            metas, st, ok, per_source, placed = _pack_and_write(
-                table, rows, policy, bos_id, tmp / split, split, shard_spec, tokenizer_digest, vocab_size,
-                sources, domains, sources if mix_key == "source" else domains)
+            metas, st, per_source, placed, details = [], plan.stats, {}, np.zeros(rows.size, np.int64), []
+            for _ in range(n_tasks):
+                res = next(results)
+                metas += res.metas
+                st = st + res.stats
+                add_counts(per_source, res.per_source)
+                got = np.load(res.placed_path)
+                np.add.at(placed, got[0], got[1])
+                details += res.details
+            if details:
+                raise SpanCoverageError(split, details)
+            ok = True
             decisions.append(packing_decisions(table, rows, placed, policy, split, sources, domains))
             if metas:
                 write_shard_manifest(tmp / split, metas)
@@ -318,6 +315,36 @@ def build_packed_shards(
             w.write(DECISIONS_TABLE, table)
         version = w.commit(extra_manifest={"report": report})
     return version, report
+
+
+def _pack_split_tasks(views: SplitViews, rows: np.ndarray, split: str, index: int, spool_dir: Path, out: Path,
+                      policy: PackingPolicy, bos_id: Optional[int], shard_spec: ShardSpec, per_shard: int,
+                      tokenizer_digest: str, vocab_size: int, label_key: str,
+                      task_positions: int) -> tuple[object, list[PackTask]]:
+    """The split's block plan and one task per range of whole shards (about ``task_positions``
+    positions; the last range runs to the end). Each task starts at the first sample with a
+    position in its range, with the packer state just before it."""
+    views.save()
+    rows_path = spool_dir / f"rows-{index}.npy"
+    np.save(rows_path, rows)
+    lengths = views.token_counts(rows)
+    rids = pa.array(views.record_ids, pa.string()).take(pa.array(rows, pa.int64()))
+    variants = pa.array(views.variants, pa.string()).take(pa.array(rows, pa.int64()))
+    plan = plan_blocks(lengths, policy, bos_id=bos_id, record_ids=rids, variants=variants)
+    n_plan = int(plan.first_sample.shape[0])  # blocks, plus a dropped tail block
+    span = per_shard * max(1, task_positions // (per_shard * policy.seq_len))
+    ranges = [(lo, lo + span) for lo in range(0, n_plan, span)]
+    starts = [int(plan.first_sample[lo:hi].min()) for lo, hi in ranges]
+    states = dict(zip(sorted(set(starts)), packer_states(lengths, policy, sorted(set(starts)), bos_id=bos_id)))
+    tasks = [
+        PackTask(split=split, views_dir=str(views.directory), rows_path=str(rows_path), out_dir=str(out),
+                 placed_path=str(spool_dir / f"placed-{index}-{k:05d}.npy"), policy=policy, bos_id=bos_id,
+                 shard_positions=shard_spec.positions, per_shard=per_shard, tokenizer_digest=tokenizer_digest,
+                 vocab_size=vocab_size, lo=lo, hi=None if k == len(ranges) - 1 else hi, state=states[s0],
+                 label_key=label_key)
+        for k, ((lo, hi), s0) in enumerate(zip(ranges, starts))
+    ]
+    return plan, tasks
 
 
 def packing_decisions(views: SplitViews, rows: np.ndarray, placed: np.ndarray, policy: PackingPolicy,

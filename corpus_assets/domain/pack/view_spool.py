@@ -6,6 +6,9 @@ concatenated ids, loss masks and offsets and keeps per record only its start and
 ``gather`` returns exactly what slicing the in-memory table would, in the table's order, so the
 packed bytes do not depend on this module.
 
+``save`` / ``SplitViews.load`` let another process (a packing task on a Dask worker) open the
+same spool from its directory.
+
 Why and how: docs/packing.md#view-spool
 """
 
@@ -15,14 +18,13 @@ import shutil
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from corpus_assets.domain.storage.layer_store import LayerVersion
-from corpus_assets.domain.pack.mixture_layer import packable_views
 
 VIEW_COLUMNS = ["record_id", "variant", "split", "source_id", "domain", "n_tokens", "input_ids", "loss_mask", "offsets"]
 
@@ -37,6 +39,8 @@ class SplitViews:
     starts: array = field(default_factory=lambda: array("q"))  # token offset of each record in the maps
     lengths: array = field(default_factory=lambda: array("q"))
     index: dict = field(default_factory=dict)
+    source_ids: list = field(default_factory=list)
+    domains: list = field(default_factory=list)
     _files: dict = field(default_factory=dict)
     _tokens: int = 0
     _maps: Optional[tuple] = None
@@ -45,23 +49,31 @@ class SplitViews:
         return len(self.record_ids)
 
     def _append(self, batch: pa.RecordBatch) -> None:
+        """Append every row of ``batch`` (already one packable view per record)."""
+        n, ids, mask, offs = _token_columns(batch)
+        rids = batch.column("record_id").to_pylist()
+        none = [None] * len(rids)
+
+        def col(name: str) -> list:
+            return batch.column(name).to_pylist() if name in batch.schema.names else none
+
+        self._append_arrays(n, ids, mask, offs, rids, col("variant"), col("source_id"), col("domain"))
+
+    def _append_arrays(self, n: np.ndarray, ids: np.ndarray, mask: np.ndarray, offs: np.ndarray, record_ids: list,
+                       variants: list, source_ids: list, domains: list) -> None:
         if not self._files:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._files = {k: open(self.directory / f"{k}.bin", "wb") for k in ("ids", "mask", "offsets")}
-        n = np.asarray(batch.column("n_tokens").to_numpy(zero_copy_only=False), dtype=np.int64)
-        ids = np.asarray(batch.column("input_ids").flatten().to_numpy(zero_copy_only=False), dtype=np.int32)
-        mask = np.asarray(batch.column("loss_mask").flatten().to_numpy(zero_copy_only=False), dtype=np.uint8)
-        offs = np.asarray(batch.column("offsets").flatten().to_numpy(zero_copy_only=False), dtype=np.int32)
-        if ids.size != int(n.sum()) or mask.size != ids.size or offs.size != 2 * ids.size:
-            raise ValueError("token_views rows whose n_tokens, input_ids, loss_mask and offsets disagree")
         self._files["ids"].write(ids.tobytes())
         self._files["mask"].write(mask.tobytes())
         self._files["offsets"].write(offs.tobytes())
         row = len(self.record_ids)
-        for i, rid in enumerate(batch.column("record_id").to_pylist()):
+        for i, rid in enumerate(record_ids):
             self.index[rid] = row + i
-        self.record_ids += batch.column("record_id").to_pylist()
-        self.variants += batch.column("variant").to_pylist()
+        self.record_ids += record_ids
+        self.variants += variants
+        self.source_ids += source_ids
+        self.domains += domains
         if n.size:
             self.starts.frombytes((self._tokens + np.concatenate([[0], np.cumsum(n)[:-1]])).astype(np.int64).tobytes())
             self.lengths.frombytes(n.tobytes())
@@ -70,6 +82,56 @@ class SplitViews:
     def _close(self) -> None:
         for f in self._files.values():
             f.close()
+
+    def _extend_from(self, saved: Path) -> None:
+        """Append a spool ``save`` wrote (a task's part of this split), files and records."""
+        part = SplitViews.load(saved)
+        if not len(part.lengths):
+            return
+        if not self._files:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._files = {k: open(self.directory / f"{k}.bin", "wb") for k in ("ids", "mask", "offsets")}
+        for k, f in self._files.items():
+            with open(saved / f"{k}.bin", "rb") as src:
+                shutil.copyfileobj(src, f, 1 << 22)
+        rids = part.record_ids.to_pylist()
+        row = len(self.record_ids)
+        for i, rid in enumerate(rids):
+            self.index[rid] = row + i
+        self.record_ids += rids
+        self.variants += part.variants.to_pylist()
+        self.source_ids += part.source_ids.to_pylist()
+        self.domains += part.domains.to_pylist()
+        n = np.asarray(part.lengths, dtype=np.int64)
+        self.starts.frombytes((self._tokens + np.concatenate([[0], np.cumsum(n)[:-1]])).astype(np.int64).tobytes())
+        self.lengths.frombytes(n.tobytes())
+        self._tokens += int(n.sum())
+
+    def save(self) -> None:
+        """Write the per-record columns beside the maps, for ``load`` in another process."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        table = pa.table({"record_id": pa.array(self.record_ids, pa.string()),
+                          "variant": pa.array(self.variants, pa.string()),
+                          "source_id": pa.array(self.source_ids, pa.string()),
+                          "domain": pa.array(self.domains, pa.string())})
+        with pa.ipc.new_file(str(self.directory / "records.arrow"), table.schema) as w:
+            w.write_table(table)
+        np.save(self.directory / "starts.npy", np.frombuffer(self.starts, dtype=np.int64))
+        np.save(self.directory / "lengths.npy", np.frombuffer(self.lengths, dtype=np.int64))
+
+    @classmethod
+    def load(cls, directory: Path) -> "SplitViews":
+        """A read-only view of a spool ``save`` wrote (record columns memory-mapped, as Arrow
+        arrays; no record index)."""
+        directory = Path(directory)
+        t = pa.ipc.open_file(pa.memory_map(str(directory / "records.arrow"))).read_all()
+        sv = cls(directory)
+        sv.record_ids, sv.variants = t.column("record_id").combine_chunks(), t.column("variant").combine_chunks()
+        sv.source_ids, sv.domains = t.column("source_id").combine_chunks(), t.column("domain").combine_chunks()
+        sv.starts = np.load(directory / "starts.npy", mmap_mode="r")
+        sv.lengths = np.load(directory / "lengths.npy", mmap_mode="r")
+        sv._tokens = int(sv.starts[-1] + sv.lengths[-1]) if len(sv.lengths) else 0
+        return sv
 
     def _map(self) -> tuple:
         if self._maps is None:
@@ -97,9 +159,24 @@ class SplitViews:
             offs = np.concatenate([offs_mm[s:s + n] for s, n in zip(starts, lengths)]).reshape(-1, 2)
         else:
             ids, mask, offs = np.zeros(0, np.int32), np.zeros(0, np.uint8), np.zeros((0, 2), np.int32)
-        rids = pa.array([self.record_ids[r] for r in rows], pa.string())
-        variants = pa.array([self.variants[r] for r in rows], pa.string())
+        if isinstance(self.record_ids, pa.Array):  # loaded from a saved spool
+            take = pa.array(rows, pa.int64())
+            rids, variants = self.record_ids.take(take), self.variants.take(take)
+        else:
+            rids = pa.array([self.record_ids[r] for r in rows], pa.string())
+            variants = pa.array([self.variants[r] for r in rows], pa.string())
         return ids, mask, offs, lengths, rids, variants
+
+
+def _token_columns(batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """n_tokens, and the flat ids, masks and (n, 2) offsets of a batch of views (zero-copy)."""
+    n = np.asarray(batch.column("n_tokens").to_numpy(zero_copy_only=False), dtype=np.int64)
+    ids = np.asarray(batch.column("input_ids").flatten().to_numpy(zero_copy_only=False), dtype=np.int32)
+    mask = np.asarray(batch.column("loss_mask").flatten().to_numpy(zero_copy_only=False), dtype=np.uint8)
+    offs = np.asarray(batch.column("offsets").flatten().to_numpy(zero_copy_only=False), dtype=np.int32)
+    if ids.size != int(n.sum()) or mask.size != ids.size or offs.size != 2 * ids.size:
+        raise ValueError("token_views rows whose n_tokens, input_ids, loss_mask and offsets disagree")
+    return n, ids, mask, offs.reshape(-1, 2)
 
 
 class SpooledViews:
@@ -113,26 +190,114 @@ class SpooledViews:
 
     @classmethod
     def spool(cls, token_views: LayerVersion, directory: Path, split_names: Iterable[str], *,
-              batch_size: int = 2048, log: Callable[[str], None] = lambda _m: None) -> "SpooledViews":
+              batch_size: int = 2048, log: Callable[[str], None] = lambda _m: None,
+              engine: Optional[Any] = None) -> "SpooledViews":
+        """Spool in one pass; with ``engine`` (``core.compute.Engine``), ranges of row groups are
+        spooled by tasks (``spool_task``) and appended in range order: the same files."""
         out = cls(directory)
         wanted = set(split_names)
         for i, name in enumerate(sorted(wanted)):
             out.splits[name] = SplitViews(directory / f"split-{i}")
+        if engine is not None:
+            out._spool_tasks(token_views, sorted(wanted), batch_size, engine)
+            log("token views spooled: " + ", ".join(f"{k} {len(v)} records / {v._tokens} tokens"
+                                                    for k, v in sorted(out.splits.items())))
+            return out
         try:
             for batch in token_views.iter_batches("views", batch_size=batch_size, columns=VIEW_COLUMNS):
                 rids = batch.column("record_id").to_pylist()
-                out.sources.update(zip(rids, batch.column("source_id").to_pylist()))
-                out.domains.update(zip(rids, batch.column("domain").to_pylist()))
-                packable = packable_views(batch)  # one view per record, as the mixture plan counts them
-                split_col = packable.column("split")
-                for name in sorted(set(split_col.to_pylist()) & wanted):
-                    out.splits[name]._append(packable.filter(pc.equal(split_col, name)))
+                srcs, doms = batch.column("source_id").to_pylist(), batch.column("domain").to_pylist()
+                out.sources.update(zip(rids, srcs))
+                out.domains.update(zip(rids, doms))
+                out._route(batch, rids, srcs, doms, wanted)
         finally:
             for sv in out.splits.values():
                 sv._close()
         log("token views spooled: " + ", ".join(f"{k} {len(v)} records / {v._tokens} tokens" for k, v in sorted(out.splits.items())))
         return out
 
+    def _spool_tasks(self, token_views: LayerVersion, names: list[str], batch_size: int, engine: Any) -> None:
+        files = [str(p) for p in token_views.table_files("views")]
+        groups = [(fi, g) for fi, p in enumerate(files) for g in range(pq.ParquetFile(p).num_row_groups)]
+        per = max(1, -(-len(groups) // max(1, 4 * engine.workers)))
+        tasks = [SpoolTask(tuple(files), tuple(groups[k:k + per]), str(self.directory / f"part-{k // per:05d}"),
+                           tuple(names), batch_size) for k in range(0, len(groups), per)]
+        parts = engine.map(spool_task, tasks, name="view-spool")
+        try:
+            for part in parts:
+                labels = pa.ipc.open_file(pa.memory_map(str(Path(part) / "labels.arrow"))).read_all()
+                rids = labels.column("record_id").to_pylist()
+                self.sources.update(zip(rids, labels.column("source_id").to_pylist()))
+                self.domains.update(zip(rids, labels.column("domain").to_pylist()))
+                for i, name in enumerate(names):
+                    self.splits[name]._extend_from(Path(part) / f"split-{i}")
+        finally:
+            for sv in self.splits.values():
+                sv._close()
+            for part in parts:
+                shutil.rmtree(part, ignore_errors=True)
+
+    def _route(self, batch: pa.RecordBatch, rids: list, srcs: list, doms: list, wanted: set) -> None:
+        """Append each wanted split's packable rows of ``batch`` (one view per record, as the
+        mixture plan counts them: ``mixture_layer.packable_views``), slicing the flat token
+        columns with a mask instead of filtering the list columns (a copy of every list)."""
+        n, ids, mask, offs = _token_columns(batch)
+        variants = batch.column("variant").to_pylist()
+        splits = batch.column("split").to_pylist()
+        packable = np.fromiter((v is None or v == "chosen" for v in variants), bool, len(variants))
+        split_arr = np.asarray(splits, dtype=object)
+        for name in sorted(set(splits) & wanted):
+            rows = packable & (split_arr == name)
+            if not rows.any():
+                continue
+            pick = np.flatnonzero(rows).tolist()
+            if rows.all():
+                self.splits[name]._append_arrays(n, ids, mask, offs, rids, variants, srcs, doms)
+                continue
+            tok = np.repeat(rows, n)
+            self.splits[name]._append_arrays(n[rows], ids[tok], mask[tok], offs[tok], [rids[i] for i in pick],
+                                      [variants[i] for i in pick], [srcs[i] for i in pick], [doms[i] for i in pick])
+
     def remove(self) -> None:
         self.splits.clear()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class SpoolTask:
+    """Row groups of the ``views`` table to spool into ``directory`` (one ``split-<i>`` per name)."""
+
+    files: tuple[str, ...]
+    groups: tuple[tuple[int, int], ...]  # (file index, row group), in table order
+    directory: str
+    splits: tuple[str, ...]  # every wanted split, sorted
+    batch_size: int = 2048
+
+
+def spool_task(task: SpoolTask) -> str:
+    """Spool a range of row groups (a task on the release engine); returns its directory."""
+    out = SpooledViews(Path(task.directory))
+    out.directory.mkdir(parents=True, exist_ok=True)
+    for i, name in enumerate(task.splits):
+        out.splits[name] = SplitViews(out.directory / f"split-{i}")
+    labels: dict[str, list] = {"record_id": [], "source_id": [], "domain": []}
+    opened: dict[int, pq.ParquetFile] = {}
+    try:
+        for fi, g in task.groups:
+            pf = opened.get(fi) or opened.setdefault(fi, pq.ParquetFile(task.files[fi]))
+            for batch in pf.read_row_group(g, columns=VIEW_COLUMNS).to_batches(max_chunksize=task.batch_size):
+                rids = batch.column("record_id").to_pylist()
+                srcs, doms = batch.column("source_id").to_pylist(), batch.column("domain").to_pylist()
+                labels["record_id"] += rids
+                labels["source_id"] += srcs
+                labels["domain"] += doms
+                out._route(batch, rids, srcs, doms, set(task.splits))
+    finally:
+        for sv in out.splits.values():
+            sv._close()
+    for sv in out.splits.values():
+        sv.save()
+    table = pa.table({k: pa.array(v, pa.string()) for k, v in labels.items()})
+    with pa.ipc.new_file(str(out.directory / "labels.arrow"), table.schema) as w:
+        w.write_table(table)
+    return task.directory
