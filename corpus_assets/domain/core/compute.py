@@ -109,7 +109,9 @@ class Engine:
                     threads_per_worker=1,
                     processes=True,
                     host="127.0.0.1",
-                    dashboard_address=None,
+                    # the scheduler's HTTP server (health, metrics) starts even without a dashboard;
+                    # a free port, so a second cluster on the machine does not warn about 8787
+                    dashboard_address="127.0.0.1:0",
                     memory_limit=self.memory_limit,
                     silence_logs=40,
                 )
