@@ -1,7 +1,7 @@
 """Test corpora for the sharded near dedup: integer shingle sets, their MinHash signatures and a
 :class:`~corpus_assets.domain.dedup.sharded.PairVerifier` computing real Jaccard from the sets.
 
-A module of its own (imported as ``tests.dedup_verifiers``) so that Dask worker processes of a
+A module of its own (imported as ``dedup_verifiers``: tests/ is on sys.path through its conftest, and spawned Dask workers inherit sys.path) so that Dask worker processes of a
 LocalCluster can unpickle the verifier: test modules themselves are not importable there."""
 
 from __future__ import annotations

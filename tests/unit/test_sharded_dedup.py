@@ -14,7 +14,7 @@ from corpus_assets.domain.core.compute import Engine
 from corpus_assets.domain.dedup.lsh import CAP_PIVOTS, CAP_WINDOW, LshPolicy, lsh_candidates
 from corpus_assets.domain.dedup.near import near_dedup
 from corpus_assets.domain.dedup.sharded import REPORT_TOP, SignatureFile, sharded_near_dedup
-from tests.dedup_verifiers import SetVerifier, jaccard, minhash, planted_corpus
+from dedup_verifiers import SetVerifier, jaccard, minhash, planted_corpus
 
 N = 3000
 CLUSTERS = [150, 300, 60]  # all above the cap of 20
