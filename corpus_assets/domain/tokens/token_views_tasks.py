@@ -15,6 +15,7 @@ Why and how: docs/tokens.md#parallel-build
 from __future__ import annotations
 
 import threading
+from itertools import islice
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from corpus_assets.domain.canonical.records import Record, record_digest, row_to_record
-from corpus_assets.domain.layers.decisions import DECISIONS_SCHEMA, decision
+from corpus_assets.domain.layers.decisions import DECISIONS_SCHEMA, decision, decisions_from_columns
 from corpus_assets.domain.layers.registry import VIEWS_SCHEMA, VIEW_TOKEN_COLUMNS
 from corpus_assets.domain.storage.layer_store import LayerVersion
 from corpus_assets.domain.tokens.token_views import (
@@ -148,70 +149,202 @@ def _read_rows(version: LayerVersion, rows: np.ndarray) -> Iterator[dict]:
 
 
 def view_task(task: ViewTask) -> ViewTaskResult:
-    """Tokenize one chunk (cache misses, in bounded batches), write its views and decisions."""
+    """Write one chunk's views and decisions, in plan order: runs of cache hits are built as
+    columns (no Record parse, nothing per record in Python); only misses are parsed and tokenized,
+    in bounded batches."""
     tok = _tokenizer(task.tokenizer)
     pver = view_policy_version(task.policy)
-    plan = pa.ipc.open_file(pa.memory_map(task.plan)).read_all()
-    hits = plan.column("cached").to_pylist()
-    # mapped per task (zero-copy), never kept: the build deletes the spill when it is done
-    cached = (pa.ipc.open_file(pa.memory_map(task.reusable)).read_all()
-              if task.reusable and any(h is not None for h in hits) else None)
+    plan = pa.ipc.open_file(pa.memory_map(task.plan)).read_all().combine_chunks()
+    rows = plan.column("row").to_numpy()
+    hit = plan.column("cached").is_valid().to_numpy(zero_copy_only=False)
     expected = plan.column("record_id").to_pylist()
     splits = plan.column("split").to_pylist()
+    # mapped per task (zero-copy), never kept: the build deletes the spill when it is done
+    cached = (pa.ipc.open_file(pa.memory_map(task.reusable)).read_all()
+              if task.reusable and hit.any() else None)
+    light = None
+    if hit.any():
+        if cached is None:
+            raise ValueError(f"token views of {task.snapshot!r}: the plan names cached views but no spill")
+        light = _read_columns(task.curated, rows[hit], LIGHT_COLUMNS)
+        _check_ids(task.snapshot, light.column("record_id"), plan.column("record_id").filter(pa.array(hit)))
+    miss_pos = np.flatnonzero(~hit)
 
-    def items() -> Iterator[tuple[Record, str, Optional[list]]]:
-        for k, row in enumerate(_read_rows(task.curated, plan.column("row").to_numpy())):
+    def misses() -> Iterator[tuple[Record, str, None]]:
+        for k, row in zip(miss_pos.tolist(), _read_rows(task.curated, rows[miss_pos])):
             if row["record_id"] != expected[k]:
                 raise ValueError(f"curated_records of {task.snapshot!r}: row {k} is {row['record_id']!r}, "
                                  f"planned {expected[k]!r}")
-            yield row_to_record(row), splits[k], hits[k]
+            yield row_to_record(row), splits[k], None
 
     stats = ViewStats()
     views_path, dec_path = f"{task.out}.views.arrow", f"{task.out}.decisions.arrow"
     vw = None
     n = 0
+    miss_items = misses()
+    hits_done = 0
     with pa.OSFile(dec_path, "wb") as dsink, pa.ipc.new_file(dsink, DECISIONS_SCHEMA) as dw:
         try:
-            for chunk in bounded_chunks(items(), lambda it: payload_chars(it[0]),
-                                        max_records=task.max_records, max_chars=task.max_chars):
-                parts, decided = _chunk_rows(chunk, tok, pver, task.policy, cached, stats)
-                if parts:
-                    if vw is None:
-                        vw = pa.ipc.new_file(views_path, VIEWS_SCHEMA)
-                    # one record batch per encode batch, not per record: the layer store sizes rows per batch
-                    vw.write_table(pa.concat_tables(parts).combine_chunks())
-                dw.write_table(pa.Table.from_pylist(decided, schema=DECISIONS_SCHEMA))
-                n += len(chunk)
+            for lo, hi, is_hit in _runs(hit):
+                if is_hit:
+                    seg = plan.slice(lo, hi - lo)
+                    views, decided = _hit_rows(seg, light.slice(hits_done, hi - lo), cached, pver, stats)
+                    hits_done += hi - lo
+                    batches = [(views, decided)]
+                else:
+                    batches = (_miss_rows(chunk, tok, pver, task.policy, stats)
+                               for chunk in bounded_chunks(islice(miss_items, hi - lo), lambda it: payload_chars(it[0]),
+                                                           max_records=task.max_records, max_chars=task.max_chars))
+                for views, decided in batches:
+                    if views is not None and views.num_rows:
+                        if vw is None:
+                            vw = pa.ipc.new_file(views_path, VIEWS_SCHEMA)
+                        # one record batch per run or encode batch: the layer store sizes rows itself
+                        vw.write_table(views)
+                    dw.write_table(decided)
+                    n += decided.num_rows
         finally:
             if vw is not None:
                 vw.close()
     return ViewTaskResult(views_path if vw is not None else None, dec_path, n, stats)
 
 
-def _chunk_rows(chunk: Sequence[tuple[Record, str, Optional[list]]], tok: FrozenTokenizer, pver: str,
-                policy: TokenViewPolicy, cached: Optional[pa.Table], stats: ViewStats) -> tuple[list, list]:
-    """Views rows (one table per record) and decision rows of one encode batch."""
-    misses = [r for r, _, hit in chunk if hit is None]
+# the curated columns a cache hit needs (identity of its views and its decision row)
+LIGHT_COLUMNS = ("record_id", "source_id", "snapshot", "schema_type", "domain", "lang")
+
+
+def _runs(mask: np.ndarray) -> Iterator[tuple[int, int, bool]]:
+    """Maximal runs ``[lo, hi)`` of equal values of ``mask``, in order."""
+    if mask.shape[0] == 0:
+        return
+    cuts = np.flatnonzero(mask[1:] != mask[:-1]) + 1
+    bounds = [0, *cuts.tolist(), mask.shape[0]]
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        yield lo, hi, bool(mask[lo])
+
+
+def _check_ids(snapshot: str, found: pa.ChunkedArray, planned: pa.ChunkedArray) -> None:
+    same = pc.equal(found, planned)
+    if not pc.all(same).as_py():
+        k = int(np.flatnonzero(~same.to_numpy(zero_copy_only=False))[0])
+        raise ValueError(f"curated_records of {snapshot!r}: cached record {k} is {found[k].as_py()!r}, "
+                         f"planned {planned[k].as_py()!r}")
+
+
+def _read_columns(version: LayerVersion, rows: np.ndarray, columns: Sequence[str]) -> pa.Table:
+    """``columns`` of the ``records`` rows at ``rows`` (ascending), reading only the row groups that hold them."""
+    parts = []
+    i, base, n = 0, 0, rows.shape[0]
+    for p in version.table_files("records"):
+        pf = pq.ParquetFile(p)
+        for g in range(pf.num_row_groups):
+            size = pf.metadata.row_group(g).num_rows
+            j = int(np.searchsorted(rows, base + size, side="left"))
+            if j > i:
+                group = pf.read_row_group(g, columns=list(columns))
+                parts.append(group.take(pa.array(rows[i:j] - base, pa.int64())))
+                i = j
+            base += size
+            if i >= n:
+                break
+        if i >= n:
+            break
+    if i < n:
+        raise ValueError(f"{version.asset}/{version.partition}@{version.version}: rows past the end of records")
+    return pa.concat_tables(parts).combine_chunks()
+
+
+def _spill_rows(cached: pa.Table, flat: np.ndarray) -> pa.Table:
+    """Rows ``flat`` of the spill, in that order: one zero-copy slice per run of adjacent rows (a
+    record's views are adjacent, and so are consecutive records' mostly), then one copy. A single
+    ``take`` would concatenate every chunk of the spill, i.e. cost the whole file per call."""
+    if flat.shape[0] == 0:
+        return cached.slice(0, 0)
+    cuts = np.flatnonzero(flat[1:] != flat[:-1] + 1) + 1
+    starts = np.concatenate(([0], cuts))
+    ends = np.concatenate((cuts, [flat.shape[0]]))
+    return pa.concat_tables([cached.slice(int(flat[a]), int(b - a)) for a, b in zip(starts, ends)]).combine_chunks()
+
+
+def _hit_rows(plan: pa.Table, light: pa.Table, cached: pa.Table, pver: str,
+              stats: ViewStats) -> tuple[pa.Table, pa.Table]:
+    """Views and decisions of a run of records whose views are all cached: the same rows, in the
+    same order, as parsing and tokenizing them (a cache hit never changes a byte)."""
+    lists = plan.column("cached").combine_chunks()
+    counts = pc.list_value_length(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+    if (counts < 1).any():
+        raise ValueError("token views plan: a cache hit without cached rows")
+    tokens = _spill_rows(cached, pc.list_flatten(lists).to_numpy(zero_copy_only=False).astype(np.int64))
+    owner = pa.array(np.repeat(np.arange(plan.num_rows, dtype=np.int64), counts))
+    split = plan.column("split")
+    cols = {
+        "record_id": light.column("record_id").take(owner),
+        "variant": tokens.column("variant"),
+        "split": split.take(owner),
+        "source_id": light.column("source_id").take(owner),
+        "snapshot": light.column("snapshot").take(owner),
+        "domain": light.column("domain").take(owner),
+        "cache_key": tokens.column("cache_key"),
+    }
+    for name in VIEW_TOKEN_COLUMNS:
+        cols[name] = tokens.column(name)
+    views = pa.table({k: v.cast(VIEWS_SCHEMA.field(k).type) for k, v in cols.items()}, schema=VIEWS_SCHEMA)
+    n_tok = tokens.column("n_tokens").to_numpy().astype(np.int64)
+    labels = tokens.column("label_tokens").to_numpy().astype(np.int64)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    decided = decisions_from_columns(
+        plan.num_rows, stage="token_views", action="accept", detail="", policy_version=pver,
+        record_id=light.column("record_id"), source_id=light.column("source_id"), snapshot=light.column("snapshot"),
+        split=split, schema_type=light.column("schema_type"), domain=light.column("domain"),
+        lang=light.column("lang"), tokens_out=pa.array(np.add.reduceat(n_tok, starts), pa.int64()))
+    stats.reused_records += plan.num_rows
+    _count_columns(stats, split.to_pylist(), light.column("source_id").to_pylist(), n_tok, labels, counts, starts)
+    return views, decided
+
+
+def _count_columns(stats: ViewStats, splits: list, sources: list, n_tok: np.ndarray, labels: np.ndarray,
+                   counts: np.ndarray, starts: np.ndarray) -> None:
+    """``ViewStats.add_view`` for every view of a run, summed per (split, source) in numpy."""
+    rec_tokens = np.add.reduceat(n_tok, starts)
+    rec_labels = np.add.reduceat(labels, starts)
+    groups: dict[tuple, list[int]] = {}
+    for k, key in enumerate(zip(splits, sources)):
+        groups.setdefault(key, []).append(k)
+    for (split, source), ks in groups.items():
+        idx = np.asarray(ks, np.int64)
+        views, toks, labs = int(counts[idx].sum()), int(rec_tokens[idx].sum()), int(rec_labels[idx].sum())
+        s = stats.splits.setdefault(split, Counter())
+        src = stats.sources.setdefault(source, Counter())
+        # the key order add_view gives a new Counter (it reaches the report as a dict)
+        s["views"] += views
+        s["tokens"] += toks
+        s["label_tokens"] += labs
+        src["tokens"] += toks
+        src["label_tokens"] += labs
+        s["records"] += len(ks)
+        src["records"] += len(ks)
+
+
+def _miss_rows(chunk: Sequence[tuple[Record, str, None]], tok: FrozenTokenizer, pver: str,
+               policy: TokenViewPolicy, stats: ViewStats) -> tuple[Optional[pa.Table], pa.Table]:
+    parts, decided = _chunk_rows(chunk, tok, pver, policy, stats)
+    views = pa.concat_tables(parts).combine_chunks() if parts else None
+    return views, pa.Table.from_pylist(decided, schema=DECISIONS_SCHEMA)
+
+
+def _chunk_rows(chunk: Sequence[tuple[Record, str, None]], tok: FrozenTokenizer, pver: str,
+                policy: TokenViewPolicy, stats: ViewStats) -> tuple[list, list]:
+    """Views rows (one table per record) and decision rows of one encode batch of cache misses."""
     fresh: dict[str, list] = {}
-    if misses:
-        for item in token_views(misses, tok, policy):
-            fresh.setdefault(item.record_id, []).append(item)
+    for item in token_views([r for r, _, _ in chunk], tok, policy):
+        fresh.setdefault(item.record_id, []).append(item)
     parts: list[pa.Table] = []
     decided: list[dict] = []
-    for record, split, hit in chunk:
+    for record, split, _ in chunk:
         key = record_key(record, tok, pver)
         about = dict(policy_version=pver, record_id=record.record_id, source_id=record.source_id,
                      snapshot=record.snapshot, split=split, schema_type=record.schema_type,
                      domain=record.domain, lang=record.lang)
-        if hit is not None:
-            stats.reused_records += 1
-            rows = _cached_rows(cached, hit)
-            parts.append(_with_identity(rows.drop_columns(["cache_key"]), record, split, key))
-            _count(stats, split, record.source_id, rows)
-            # the same decision as tokenizing it here: a cache hit never changes a byte
-            decided.append(decision(stage="token_views", action="accept",
-                                    tokens_out=int(pc.sum(rows.column("n_tokens")).as_py()), **about))
-            continue
         stats.tokenized_records += 1
         items = fresh[record.record_id]
         if isinstance(items[0], Rejected):
@@ -226,16 +359,6 @@ def _chunk_rows(chunk: Sequence[tuple[Record, str, Optional[list]]], tok: Frozen
         decided.append(decision(stage="token_views", action="accept",
                                 tokens_out=int(pc.sum(table.column("n_tokens")).as_py()), **about))
     return parts, decided
-
-
-def _cached_rows(cached: pa.Table, rows: list[int]) -> pa.Table:
-    """One record's cached views: a zero-copy slice when they are adjacent (the spill writes a
-    record's views together), else a take — which concatenates every chunk of ``cached``, i.e.
-    costs the whole spill file per call (issue 18: it made a cache hit slower than tokenizing)."""
-    start = rows[0]
-    if rows == list(range(start, start + len(rows))):
-        return cached.slice(start, len(rows))
-    return cached.take(pa.array(rows, pa.int64()))
 
 
 def record_key(record: Record, tok: FrozenTokenizer, pver: str) -> str:
