@@ -23,7 +23,6 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from corpus_assets.domain.core.progress import Progress
 from corpus_assets.domain.dedup.release_view import Excluded, ReleaseView
@@ -82,25 +81,11 @@ class ReleaseInputs:
             sel = np.flatnonzero(part == p)
             srt = np.argsort(pos[sel], kind="stable")
             idx, want = indices[sel][srt], pos[sel][srt]
-            for lo, hi, rows in _row_groups(versions[p], table, columns, want):
+            for lo, hi, rows in versions[p].take_rows(table, want, columns=columns):
                 yield idx[lo:hi], rows
                 done += hi - lo
                 if progress is not None:
                     progress.update(done)
-
-
-def _row_groups(version: LayerVersion, table: str, columns: list[str], positions: np.ndarray):
-    """For sorted row ``positions`` of a table: ``(lo, hi, rows)`` per row group holding
-    ``positions[lo:hi]``, rows taken in that order."""
-    start = 0
-    for path in version.table_files(table):
-        pf = pq.ParquetFile(path)
-        for g in range(pf.num_row_groups):
-            rows = pf.metadata.row_group(g).num_rows
-            lo, hi = np.searchsorted(positions, [start, start + rows])
-            if hi > lo:
-                yield int(lo), int(hi), pf.read_row_group(g, columns=columns).take(pa.array(positions[lo:hi] - start))
-            start += rows
 
 
 def eligible_column(governance_json: pa.Array | pa.ChunkedArray) -> pa.Array:

@@ -229,6 +229,32 @@ class LayerVersion:
             for i in range(pf.num_row_groups):
                 yield from pf.read_row_group(i, columns=columns).to_batches(max_chunksize=batch_size)
 
+    def take_rows(self, table: str, positions, columns: Optional[list[str]] = None) -> Iterator[tuple[int, int, pa.Table]]:
+        """For ascending row ``positions`` of ``table``: ``(lo, hi, rows)`` per row group holding
+        ``positions[lo:hi]``, those rows in that order; only such row groups are read, and reading
+        stops after the last one. Raises ``ValueError`` naming the version when a position is past
+        the table's end."""
+        import numpy as np
+
+        positions = np.asarray(positions, dtype=np.int64)
+        n, done, start = positions.shape[0], 0, 0
+        for p in self.table_files(table):
+            if done >= n:
+                break
+            pf = pq.ParquetFile(p)
+            for g in range(pf.num_row_groups):
+                if done >= n:
+                    break
+                size = pf.metadata.row_group(g).num_rows
+                hi = int(np.searchsorted(positions, start + size, side="left"))
+                if hi > done:
+                    rows = pf.read_row_group(g, columns=columns).take(pa.array(positions[done:hi] - start, pa.int64()))
+                    yield done, hi, rows
+                    done = hi
+                start += size
+        if done < n:
+            raise ValueError(f"{self.asset}/{self.partition}@{self.version}: rows past the end of {table}")
+
     def verify(self) -> None:
         """Re-hash every file against the manifest; raise LayerIntegrityError on any difference."""
         listed = set()

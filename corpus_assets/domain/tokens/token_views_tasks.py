@@ -25,7 +25,6 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from corpus_assets.domain.canonical.records import Record, record_digest, row_to_record
 from corpus_assets.domain.layers.decisions import DECISIONS_SCHEMA, decision, decisions_from_columns
@@ -131,21 +130,8 @@ def _tokenizer(version: LayerVersion) -> FrozenTokenizer:
 
 def _read_rows(version: LayerVersion, rows: np.ndarray) -> Iterator[dict]:
     """The ``records`` rows at ``rows`` (ascending), reading only the row groups that hold them."""
-    i, base, n = 0, 0, rows.shape[0]
-    for p in version.table_files("records"):
-        pf = pq.ParquetFile(p)
-        for g in range(pf.num_row_groups):
-            size = pf.metadata.row_group(g).num_rows
-            j = int(np.searchsorted(rows, base + size, side="left"))
-            if j > i:
-                group = pf.read_row_group(g)
-                yield from group.take(pa.array(rows[i:j] - base, pa.int64())).to_pylist()
-                i = j
-            base += size
-            if i >= n:
-                return
-    if i < n:
-        raise ValueError(f"{version.asset}/{version.partition}@{version.version}: rows past the end of records")
+    for _, _, group in version.take_rows("records", rows):
+        yield from group.to_pylist()
 
 
 def view_task(task: ViewTask) -> ViewTaskResult:
@@ -233,24 +219,7 @@ def _check_ids(snapshot: str, found: pa.ChunkedArray, planned: pa.ChunkedArray) 
 
 def _read_columns(version: LayerVersion, rows: np.ndarray, columns: Sequence[str]) -> pa.Table:
     """``columns`` of the ``records`` rows at ``rows`` (ascending), reading only the row groups that hold them."""
-    parts = []
-    i, base, n = 0, 0, rows.shape[0]
-    for p in version.table_files("records"):
-        pf = pq.ParquetFile(p)
-        for g in range(pf.num_row_groups):
-            size = pf.metadata.row_group(g).num_rows
-            j = int(np.searchsorted(rows, base + size, side="left"))
-            if j > i:
-                group = pf.read_row_group(g, columns=list(columns))
-                parts.append(group.take(pa.array(rows[i:j] - base, pa.int64())))
-                i = j
-            base += size
-            if i >= n:
-                break
-        if i >= n:
-            break
-    if i < n:
-        raise ValueError(f"{version.asset}/{version.partition}@{version.version}: rows past the end of records")
+    parts = [group for _, _, group in version.take_rows("records", rows, columns=list(columns))]
     return pa.concat_tables(parts).combine_chunks()
 
 
