@@ -10,18 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
+from corpus_assets.domain.dedup.lsh import _mix as _mix_in_place  # splitmix64, the release's own mixer
 
 
 def _mix(h: np.ndarray) -> np.ndarray:
-    h = h.copy()
-    h ^= h >> np.uint64(30)
-    h *= _M1
-    h ^= h >> np.uint64(27)
-    h *= _M2
-    h ^= h >> np.uint64(31)
-    return h
+    return _mix_in_place(h.copy())
 
 
 def minhash(sets: list[np.ndarray], num_perm: int, seed: int = 1) -> np.ndarray:

@@ -54,6 +54,7 @@ from corpus_assets.domain.dedup.lsh import (
     LshPolicy,
     _ragged_arange,
     band_key,
+    _mix,
     bucket_runs,
     central_pivots_first,
     empty_signature_rows,
@@ -99,15 +100,6 @@ class PairVerifier(Protocol):
 
 # --------------------------------------------------------------------------------------------
 # hashing for routing (never part of an output: only which task sees a bucket / a pair)
-
-
-def _mix(h: np.ndarray) -> np.ndarray:
-    h ^= h >> np.uint64(30)
-    h *= np.uint64(0xBF58476D1CE4E5B9)
-    h ^= h >> np.uint64(27)
-    h *= np.uint64(0x94D049BB133111EB)
-    h ^= h >> np.uint64(31)
-    return h
 
 
 def _route(values: np.ndarray, salt: np.uint64, k: int) -> np.ndarray:
