@@ -48,6 +48,8 @@ from dagster._core.instance.ref import InstanceRef
 from dagster._core.storage.dagster_run import DagsterRun
 from dagster._utils.error import serializable_error_info_from_exc_info
 
+from corpus_assets.domain.core.compute import local_worker_environ
+
 POLL_SECONDS = 0.25
 
 
@@ -120,14 +122,15 @@ class CorpusDaskExecutor(Executor):
         if self.cluster_type == "existing":
             return stack.enter_context(Client(self.cluster_config["address"])), self.max_concurrent
         workers = self.cluster_config.get("n_workers", 2)
-        cluster = stack.enter_context(LocalCluster(
-            n_workers=workers,
-            threads_per_worker=1,  # one step per worker process: Dagster steps are not thread-safe
-            processes=True,
-            host=self.cluster_config.get("host", "127.0.0.1"),
-            dashboard_address=None,
-            name=job_name,
-        ))
+        with local_worker_environ():  # glibc's adaptive malloc in the workers (core/compute.py)
+            cluster = stack.enter_context(LocalCluster(
+                n_workers=workers,
+                threads_per_worker=1,  # one step per worker process: Dagster steps are not thread-safe
+                processes=True,
+                host=self.cluster_config.get("host", "127.0.0.1"),
+                dashboard_address=None,
+                name=job_name,
+            ))
         return stack.enter_context(Client(cluster)), self.max_concurrent or workers
 
     def execute(self, plan_context: PlanOrchestrationContext, execution_plan: ExecutionPlan) -> Iterator[DagsterEvent]:

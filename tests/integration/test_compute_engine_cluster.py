@@ -33,3 +33,11 @@ def test_local_cluster_runs_tasks_in_worker_processes_and_keeps_item_order():
 def test_a_failing_task_on_the_cluster_raises_in_the_caller():
     with pytest.raises(ValueError, match="item 4 is bad"):
         Engine(workers=2).map(_pid_and_square, [0, 1, 2, 3, 4], name="fails")
+
+
+def test_local_cluster_workers_keep_glibc_adaptive_malloc():
+    """Dask's default worker environment sets MALLOC_TRIM_THRESHOLD_, which makes every large
+    array of a packing task fault its pages in again (half the task in the kernel); the
+    engine's workers must not get it, but keep Dask's thread caps."""
+    out = Engine(workers=2).map(os.getenv, ["MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS"], name="env")
+    assert out == [os.environ.get("MALLOC_TRIM_THRESHOLD_"), "1"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from corpus_assets.domain.core.atomic_files import atomic_write, atomic_write_bytes, atomic_write_text
+from corpus_assets.domain.core.atomic_files import atomic_write, atomic_write_bytes, atomic_write_text, staged_write
 
 DOMAIN = Path(__file__).resolve().parents[2] / "corpus_assets" / "domain"
 
@@ -40,6 +40,31 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
         atomic_write(target, write, mode=0o600)
     assert target.read_text() == "old" and seen_modes == [0o600]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["job.json"]
+
+
+def test_a_staged_write_names_the_file_directly_replaces_a_rerun_and_removes_a_failure(tmp_path):
+    """Inside a staging directory (renamed whole when complete) a file needs no temporary name:
+    it is written under its own, a retried task's rewrite replaces it, a failed one leaves nothing."""
+    target = tmp_path / "train-00000.bin"
+    seen = []
+
+    def write(f):
+        seen.append(sorted(p.name for p in tmp_path.iterdir()))
+        f.write(b"first")
+
+    staged_write(target, write, mode=0o644)
+    assert seen == [["train-00000.bin"]] and target.read_bytes() == b"first"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+    staged_write(target, lambda f: f.write(b"2"))
+    assert target.read_bytes() == b"2"
+
+    def fail(f):
+        f.write(b"half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        staged_write(tmp_path / "train-00001.bin", fail)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train-00000.bin"]
 
 
 def test_no_other_domain_module_writes_files_with_its_own_replace():

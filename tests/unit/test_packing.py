@@ -440,6 +440,23 @@ def test_coverage_check_fails_on_corrupted_spans():
     assert not ok and any("in the loss" in p for p in detail["problems"])
 
 
+def test_coverage_check_fails_when_a_tiling_span_holds_the_wrong_kind_of_position():
+    """Spans that tile every block exactly once still fail when a content span covers padding
+    or a pad span covers content (what the per-span fast path must see as well)."""
+    pb = pack(_samples([5, 9, 3, 7], eos=True), PackingPolicy(seq_len=8, boundary="bos"), bos_id=BOS)
+    seg = pb.segment_ids.copy()
+    content = np.argwhere(seg != 0)[0]
+    seg[tuple(content)] = 0  # a content position now looks like padding
+    tok = pb.tokens.copy()
+    tok[tuple(content)] = pb.pad_id
+    lm = pb.loss_mask.copy()
+    lm[tuple(content)] = 0
+    broken = PackedBlocks(pb.seq_len, pb.pad_id, pb.first_block, tok, lm, seg, pb.position_ids, pb.spans, pb.stats)
+    ok, detail = coverage_check(broken)
+    assert not ok and detail["pad_covered_by_content"] == 1 and detail["uncovered"] == 0
+    assert any("pad positions not covered by exactly one pad span" in p for p in detail["problems"])
+
+
 def test_real_token_views_pack_with_eos_spans_and_char_offsets():
     from corpus_assets.domain.canonical.records import SCHEMA_VERSIONS, DocumentPayload, Record
     from corpus_assets.domain.ingest.sources_config import Governance

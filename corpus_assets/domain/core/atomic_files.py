@@ -15,7 +15,7 @@ import uuid
 from pathlib import Path
 from typing import IO, Callable, Optional
 
-__all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_text", "fsync_dir"]
+__all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_text", "fsync_dir", "staged_write"]
 
 
 def fsync_dir(path: Path) -> None:
@@ -53,6 +53,28 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None], *, mode: Option
             pass
         raise
     fsync_dir(path.parent)
+
+
+def staged_write(path: Path, write: Callable[[IO[bytes]], None], *, mode: Optional[int] = None) -> None:
+    """Write ``path`` inside a staging directory that readers only ever see whole, because it is
+    renamed into place when complete (a shard set): no temporary name and no rename of its own,
+    the data fsynced; the caller fsyncs the directory once after its last file (``fsync_dir``),
+    instead of once per file. A rerun of the same write (a retried task) replaces the file."""
+    path = Path(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        raise
 
 
 def atomic_write_bytes(path: Path, data: bytes, *, mode: Optional[int] = None) -> None:

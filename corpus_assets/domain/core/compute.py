@@ -30,7 +30,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
-__all__ = ["Engine", "engine_from_env", "RELEASE_WORKERS_ENV", "SCHEDULER_ENV"]
+__all__ = ["Engine", "engine_from_env", "local_worker_environ", "RELEASE_WORKERS_ENV", "SCHEDULER_ENV"]
 
 RELEASE_WORKERS_ENV = "CORPUS_RELEASE_WORKERS"
 SCHEDULER_ENV = "CORPUS_DASK_SCHEDULER"
@@ -38,6 +38,20 @@ WORKER_MEMORY_ENV = "CORPUS_RELEASE_WORKER_MEMORY"  # Dask memory_limit per Loca
 
 _lock = threading.Lock()
 _local_clients: dict[tuple[int, str], Any] = {}
+
+
+def local_worker_environ():
+    """A ``dask.config.set`` context for starting a ``LocalCluster`` whose worker processes keep
+    glibc's own malloc trimming. Dask's default ``pre-spawn-environ`` sets
+    ``MALLOC_TRIM_THRESHOLD_=65536``, which also turns off glibc's adaptive mmap threshold, so
+    every large array a task allocates is a fresh ``mmap`` whose pages fault in again: packing on
+    2 such workers faulted 450k pages and spent 3.7 s in the kernel against 70k and 2.1 s without
+    it (docs/benchmarks.md, "Parallel token views and packing"). The thread caps stay."""
+    import dask
+
+    spawn = dict(dask.config.get("distributed.nanny.pre-spawn-environ", default={}) or {})
+    spawn.pop("MALLOC_TRIM_THRESHOLD_", None)
+    return dask.config.set({"distributed.nanny.pre-spawn-environ": spawn})
 
 
 @dataclass(frozen=True)
@@ -104,17 +118,18 @@ class Engine:
             key = (self.workers, self.memory_limit)
             client = _local_clients.get(key)
             if client is None or client.status not in ("running", "connecting"):
-                cluster = LocalCluster(
-                    n_workers=self.workers,
-                    threads_per_worker=1,
-                    processes=True,
-                    host="127.0.0.1",
-                    # the scheduler's HTTP server (health, metrics) starts even without a dashboard;
-                    # a free port, so a second cluster on the machine does not warn about 8787
-                    dashboard_address="127.0.0.1:0",
-                    memory_limit=self.memory_limit,
-                    silence_logs=40,
-                )
+                with local_worker_environ():
+                    cluster = LocalCluster(
+                        n_workers=self.workers,
+                        threads_per_worker=1,
+                        processes=True,
+                        host="127.0.0.1",
+                        # the scheduler's HTTP server (health, metrics) starts even without a dashboard;
+                        # a free port, so a second cluster on the machine does not warn about 8787
+                        dashboard_address="127.0.0.1:0",
+                        memory_limit=self.memory_limit,
+                        silence_logs=40,
+                    )
                 client = Client(cluster, set_as_default=False)
                 _local_clients[key] = client
             return client

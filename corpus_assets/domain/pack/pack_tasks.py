@@ -119,7 +119,7 @@ def pack_task(task: PackTask) -> PackTaskResult:
     packer = Packer.resume(policy, task.state, bos_id=task.bos_id)
     writer = ShardWriter(task.out_dir, task.split, seq_len=policy.seq_len, shard_positions=task.shard_positions,
                          tokenizer_digest=task.tokenizer_digest, vocab_size=task.vocab_size, pad_segment_id=0,
-                         first_shard_index=task.lo // task.per_shard)
+                         first_shard_index=task.lo // task.per_shard, staged=True)
     stats = PackingStats(policy.seq_len)
     per_source: dict[str, dict[str, int]] = {}
     placed: list[np.ndarray] = []
@@ -145,17 +145,20 @@ def pack_task(task: PackTask) -> PackTaskResult:
 
     rest = np.asarray(rows[task.state.sample:], dtype=np.int64)
     exhausted = True
-    for chunk in sample_chunks(views.token_counts(rest), task.chunk_samples, task.chunk_tokens):
-        sel = rest[chunk]
-        ids, mask, offs, lengths, rids, variants = views.gather(sel)
-        take = pa.array(sel, pa.int64())
-        names = rids.to_pylist()
-        sources.update(zip(names, views.source_ids.take(take).to_pylist()))
-        domains.update(zip(names, views.domains.take(take).to_pylist()))
-        emit(packer.add_arrays(ids, mask, offs, lengths, rids, variants))
-        if not last and packer.emitted >= hi:
-            exhausted = False
-            break
+    try:
+        for chunk in sample_chunks(views.token_counts(rest), task.chunk_samples, task.chunk_tokens):
+            sel = rest[chunk]
+            ids, mask, offs, lengths, rids, variants = views.gather(sel)
+            take = pa.array(sel, pa.int64())
+            names = rids.to_pylist()
+            sources.update(zip(names, views.source_ids.take(take).to_pylist()))
+            domains.update(zip(names, views.domains.take(take).to_pylist()))
+            emit(packer.add_arrays(ids, mask, offs, lengths, rids, variants))
+            if not last and packer.emitted >= hi:
+                exhausted = False
+                break
+    finally:
+        views.close_reads()
     if exhausted:  # blocks still open at the end are sealed by finish (best fit keeps many open)
         emit(packer.finish())
     metas = writer.finish() if not details else []

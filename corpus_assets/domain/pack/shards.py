@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from corpus_assets.domain.core.errors import CorpusError
 from corpus_assets.domain.core.hashing import sha256_file as file_sha256
-from corpus_assets.domain.core.atomic_files import atomic_write, fsync_dir
+from corpus_assets.domain.core.atomic_files import atomic_write, fsync_dir, staged_write
 
 __all__ = [
     "SHARD_FORMAT",
@@ -182,8 +182,9 @@ class _HashingWriter:
         self.n += len(b)
 
 
-def _write_bytes_file(path: Path, chunks: Callable[[], Any]) -> dict:
-    """Atomically write the chunks yielded by ``chunks()``; return ``{path, bytes, sha256}``."""
+def _write_bytes_file(path: Path, chunks: Callable[[], Any], staged: bool = False) -> dict:
+    """Write the chunks yielded by ``chunks()`` atomically (or, ``staged``, inside a staging
+    directory: ``atomic_files.staged_write``); return ``{path, bytes, sha256}``."""
     info: dict = {}
 
     def write(f: IO[bytes]) -> None:
@@ -192,7 +193,7 @@ def _write_bytes_file(path: Path, chunks: Callable[[], Any]) -> dict:
             hw.write(c)
         info.update(path=path.name, bytes=hw.n, sha256=hw.h.hexdigest())
 
-    atomic_write(path, write, mode=_FILE_MODE)
+    (staged_write if staged else atomic_write)(path, write, mode=_FILE_MODE)
     return info
 
 
@@ -201,11 +202,11 @@ def _array_chunks(a: np.ndarray, rows_per_chunk: int = 1024):
         yield memoryview(np.ascontiguousarray(a[i : i + rows_per_chunk])).cast("B")
 
 
-def _write_parquet(path: Path, table: pa.Table) -> dict:
+def _write_parquet(path: Path, table: pa.Table, staged: bool = False) -> dict:
     def write(f: IO[bytes]) -> None:
         pq.write_table(table, f, compression="zstd", compression_level=3, write_statistics=True)
 
-    atomic_write(path, write, mode=_FILE_MODE)
+    (staged_write if staged else atomic_write)(path, write, mode=_FILE_MODE)
     return {"path": path.name, "bytes": path.stat().st_size, "sha256": file_sha256(path)}
 
 
@@ -321,20 +322,21 @@ def _write_one_shard(
     pad_segment_id: Optional[int],
     shard_positions: int,
     first_block: int,
+    staged: bool = False,
 ) -> dict:
     n = hi - lo
     tok, lm, seg = inp.tokens[lo:hi], inp.loss_mask[lo:hi], inp.segment_ids[lo:hi]
     files = {
-        "bin": _write_bytes_file(out / f"{name}.bin", lambda: _array_chunks(tok)),
-        "idx": _write_bytes_file(out / f"{name}.idx", lambda: [megatron_index_bytes(n, seq_len, dtype)]),
-        "loss_mask": _write_bytes_file(out / f"{name}.loss_mask.bin", lambda: _array_chunks(lm)),
-        "segment_ids": _write_bytes_file(out / f"{name}.segment_ids.bin", lambda: _array_chunks(seg)),
+        "bin": _write_bytes_file(out / f"{name}.bin", lambda: _array_chunks(tok), staged),
+        "idx": _write_bytes_file(out / f"{name}.idx", lambda: [megatron_index_bytes(n, seq_len, dtype)], staged),
+        "loss_mask": _write_bytes_file(out / f"{name}.loss_mask.bin", lambda: _array_chunks(lm), staged),
+        "segment_ids": _write_bytes_file(out / f"{name}.segment_ids.bin", lambda: _array_chunks(seg), staged),
     }
     if inp.position_ids is not None:
         pos = inp.position_ids[lo:hi]
-        files["position_ids"] = _write_bytes_file(out / f"{name}.position_ids.bin", lambda: _array_chunks(pos))
+        files["position_ids"] = _write_bytes_file(out / f"{name}.position_ids.bin", lambda: _array_chunks(pos), staged)
     spans = _shard_spans(inp.spans, lo, hi)
-    files["spans"] = _write_parquet(out / f"{name}.spans.parquet", spans)
+    files["spans"] = _write_parquet(out / f"{name}.spans.parquet", spans, staged)
     content = int(np.count_nonzero(seg != pad_segment_id)) if pad_segment_id is not None else n * seq_len
     return {
         "format": SHARD_FORMAT,
@@ -373,6 +375,7 @@ def write_shards(
     label_columns: Sequence[str] = DEFAULT_LABEL_COLUMNS,
     first_block: int = 0,
     first_shard_index: int = 0,
+    staged: bool = False,
 ) -> list[dict]:
     """Write the blocks as shards of ``floor(shard_positions / seq_len)`` whole blocks each.
 
@@ -383,6 +386,9 @@ def write_shards(
     blocks -> no shards. Memory: the input arrays (cast to the file dtypes when they differ); to
     write a large set in bounded memory, call once per chunk of a multiple of ``floor(S/T)``
     blocks with ``first_shard_index`` continuing the numbering, and write one manifest of all.
+    ``staged``: ``out_dir`` is a staging directory renamed into place only when complete, so each
+    file is written under its name and fsynced, and the directory fsynced once at the end
+    (``atomic_files.staged_write``); otherwise every file is replaced atomically on its own.
     """
     _check_name_prefix(name_prefix)
     per_shard = shard_capacity(shard_positions, seq_len)
@@ -414,6 +420,7 @@ def write_shards(
                 pad_segment_id=pad_segment_id,
                 shard_positions=shard_positions,
                 first_block=first_block,
+                staged=staged,
             )
         )
     fsync_dir(out)
@@ -441,6 +448,7 @@ class ShardWriter:
         pad_segment_id: Optional[int] = 0,
         label_columns: Sequence[str] = DEFAULT_LABEL_COLUMNS,
         first_shard_index: int = 0,
+        staged: bool = False,
     ) -> None:
         _check_name_prefix(name_prefix)
         if first_shard_index < 0:
@@ -455,6 +463,7 @@ class ShardWriter:
             vocab_size=vocab_size,
             pad_segment_id=pad_segment_id,
             label_columns=label_columns,
+            staged=staged,
         )
         self.shards: list[dict] = []
         self._arrays: Optional[dict[str, np.ndarray]] = None

@@ -146,7 +146,7 @@ def _pack_and_write(views: SplitViews, rows: np.ndarray, policy: PackingPolicy, 
     byte-identical against; bytes equal a single pack + write (both are chunk-size independent)."""
     packer = Packer(policy, bos_id=bos_id)
     writer = ShardWriter(out, split, seq_len=policy.seq_len, shard_positions=shard_spec.positions,
-                         tokenizer_digest=tokenizer_digest, vocab_size=vocab_size, pad_segment_id=0)
+                         tokenizer_digest=tokenizer_digest, vocab_size=vocab_size, pad_segment_id=0, staged=True)
     stats = None
     ok = True
     per_source: dict[str, dict[str, int]] = {}
@@ -169,9 +169,12 @@ def _pack_and_write(views: SplitViews, rows: np.ndarray, policy: PackingPolicy, 
                    position_ids=part.position_ids if policy.reset_positions else None, first_block=part.first_block)
         add_counts(per_source, label_counts(part, mix_labels))
 
-    for chunk in sample_chunks(views.token_counts(rows), chunk_samples, chunk_tokens):
-        ids, mask, offs, lengths, rids, variants = views.gather(rows[chunk])
-        emit(packer.add_arrays(ids, mask, offs, lengths, rids, variants))
+    try:
+        for chunk in sample_chunks(views.token_counts(rows), chunk_samples, chunk_tokens):
+            ids, mask, offs, lengths, rids, variants = views.gather(rows[chunk])
+            emit(packer.add_arrays(ids, mask, offs, lengths, rids, variants))
+    finally:
+        views.close_reads()
     emit(packer.finish())
     if not ok:
         raise SpanCoverageError(split, details)

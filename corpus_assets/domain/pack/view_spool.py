@@ -1,8 +1,9 @@
-"""The packable token views of a release, spooled to flat memory-mapped files per split.
+"""The packable token views of a release, spooled to flat files per split.
 
 Packing reads views in the mixture plan's order (any record, any number of times) and a release's
 views are far larger than memory, so one streaming pass over ``token_views`` writes per split the
-concatenated ids, loss masks and offsets and keeps per record only its start and length.
+concatenated ids, loss masks and offsets and keeps per record only its start and length; a
+chunk is gathered with ``preadv`` into its own arrays.
 ``gather`` returns exactly what slicing the in-memory table would, in the table's order, so the
 packed bytes do not depend on this module.
 
@@ -14,6 +15,7 @@ Why and how: docs/packing.md#view-spool
 
 from __future__ import annotations
 
+import os
 import shutil
 from array import array
 from dataclasses import dataclass, field
@@ -26,6 +28,8 @@ import pyarrow.parquet as pq
 
 from corpus_assets.domain.storage.layer_store import LayerVersion
 
+_MAP_WIDTHS = {"ids": 4, "mask": 1, "offsets": 8}  # bytes per token in each map (int32, uint8, 2 x int32)
+PLAN_COLUMNS = ["split", "variant", "n_tokens"]  # what sizing the maps per task range reads
 VIEW_COLUMNS = ["record_id", "variant", "split", "source_id", "domain", "n_tokens", "input_ids", "loss_mask", "offsets"]
 
 
@@ -43,7 +47,7 @@ class SplitViews:
     domains: list = field(default_factory=list)
     _files: dict = field(default_factory=dict)
     _tokens: int = 0
-    _maps: Optional[tuple] = None
+    _maps: Optional[dict] = None  # read descriptors of the maps, while gathering
 
     def __len__(self) -> int:
         return len(self.record_ids)
@@ -64,9 +68,8 @@ class SplitViews:
         if not self._files:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._files = {k: open(self.directory / f"{k}.bin", "wb") for k in ("ids", "mask", "offsets")}
-        self._files["ids"].write(ids.tobytes())
-        self._files["mask"].write(mask.tobytes())
-        self._files["offsets"].write(offs.tobytes())
+        for k, a in (("ids", ids), ("mask", mask), ("offsets", offs)):  # buffers as they are, no bytes copy
+            self._files[k].write(memoryview(np.ascontiguousarray(a)).cast("B"))
         row = len(self.record_ids)
         for i, rid in enumerate(record_ids):
             self.index[rid] = row + i
@@ -83,17 +86,12 @@ class SplitViews:
         for f in self._files.values():
             f.close()
 
-    def _extend_from(self, saved: Path) -> None:
-        """Append a spool ``save`` wrote (a task's part of this split), files and records."""
+    def _extend_records_from(self, saved: Path) -> None:
+        """Append the records of a part ``save`` wrote whose tokens a task already wrote into this
+        split's maps in place (``spool_task``), in table order."""
         part = SplitViews.load(saved)
         if not len(part.lengths):
             return
-        if not self._files:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            self._files = {k: open(self.directory / f"{k}.bin", "wb") for k in ("ids", "mask", "offsets")}
-        for k, f in self._files.items():
-            with open(saved / f"{k}.bin", "rb") as src:
-                shutil.copyfileobj(src, f, 1 << 22)
         rids = part.record_ids.to_pylist()
         row = len(self.record_ids)
         for i, rid in enumerate(rids):
@@ -107,17 +105,28 @@ class SplitViews:
         self.lengths.frombytes(n.tobytes())
         self._tokens += int(n.sum())
 
-    def save(self) -> None:
-        """Write the per-record columns beside the maps, for ``load`` in another process."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+    def _open_at(self, token_offset: int) -> None:
+        """Write this spool's tokens into the split's preallocated maps from ``token_offset`` on
+        (a spool task's range; ``SpooledViews._spool_tasks`` sized the files)."""
+        self._files = {}
+        for k, width in _MAP_WIDTHS.items():
+            f = open(self.directory / f"{k}.bin", "r+b")
+            f.seek(token_offset * width)
+            self._files[k] = f
+
+    def save(self, directory: Optional[Path] = None) -> None:
+        """Write the per-record columns beside the maps (or into ``directory``), for ``load`` in
+        another process."""
+        directory = self.directory if directory is None else Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
         table = pa.table({"record_id": pa.array(self.record_ids, pa.string()),
                           "variant": pa.array(self.variants, pa.string()),
                           "source_id": pa.array(self.source_ids, pa.string()),
                           "domain": pa.array(self.domains, pa.string())})
-        with pa.ipc.new_file(str(self.directory / "records.arrow"), table.schema) as w:
+        with pa.ipc.new_file(str(directory / "records.arrow"), table.schema) as w:
             w.write_table(table)
-        np.save(self.directory / "starts.npy", np.frombuffer(self.starts, dtype=np.int64))
-        np.save(self.directory / "lengths.npy", np.frombuffer(self.lengths, dtype=np.int64))
+        np.save(directory / "starts.npy", np.frombuffer(self.starts, dtype=np.int64))
+        np.save(directory / "lengths.npy", np.frombuffer(self.lengths, dtype=np.int64))
 
     @classmethod
     def load(cls, directory: Path) -> "SplitViews":
@@ -133,16 +142,18 @@ class SplitViews:
         sv._tokens = int(sv.starts[-1] + sv.lengths[-1]) if len(sv.lengths) else 0
         return sv
 
-    def _map(self) -> tuple:
+    def _open_for_reads(self) -> dict:
+        """Read descriptors of the maps. Reads are ``preadv`` into the chunk's own arrays, not
+        slices of memory maps: two packing processes faulting in the same mapped pages contend
+        (and one process is faster with reads, too)."""
         if self._maps is None:
-            def mm(name: str, dtype, width: int = 1) -> np.ndarray:
-                if self._tokens == 0:
-                    return np.zeros((0,) if width == 1 else (0, width), dtype=dtype)
-                shape = (self._tokens,) if width == 1 else (self._tokens, width)
-                return np.memmap(self.directory / f"{name}.bin", dtype=dtype, mode="r", shape=shape).view(np.ndarray)
-
-            self._maps = (mm("ids", np.int32), mm("mask", np.uint8), mm("offsets", np.int32, 2))
+            self._maps = {k: os.open(self.directory / f"{k}.bin", os.O_RDONLY) for k in _MAP_WIDTHS} if self._tokens else {}
         return self._maps
+
+    def close_reads(self) -> None:
+        for fd in (self._maps or {}).values():
+            os.close(fd)
+        self._maps = None
 
     def token_counts(self, rows: np.ndarray) -> np.ndarray:
         """Tokens of each of ``rows`` (what a chunk of them will hold)."""
@@ -150,15 +161,22 @@ class SplitViews:
 
     def gather(self, rows: np.ndarray):
         """(ids, mask, offsets, lengths, record ids, variants) of ``rows``, concatenated in that order."""
-        ids_mm, mask_mm, offs_mm = self._map()
         starts = np.frombuffer(self.starts, dtype=np.int64)[rows] if rows.size else np.zeros(0, np.int64)
         lengths = np.frombuffer(self.lengths, dtype=np.int64)[rows] if rows.size else np.zeros(0, np.int64)
-        if rows.size:
-            ids = np.concatenate([ids_mm[s:s + n] for s, n in zip(starts, lengths)])
-            mask = np.concatenate([mask_mm[s:s + n] for s, n in zip(starts, lengths)])
-            offs = np.concatenate([offs_mm[s:s + n] for s, n in zip(starts, lengths)]).reshape(-1, 2)
-        else:
-            ids, mask, offs = np.zeros(0, np.int32), np.zeros(0, np.uint8), np.zeros((0, 2), np.int32)
+        total = int(lengths.sum())
+        ids, mask, offs = np.empty(total, np.int32), np.empty(total, np.uint8), np.empty((total, 2), np.int32)
+        if total:
+            fds = self._open_for_reads()
+            for key, out in (("ids", ids), ("mask", mask), ("offsets", offs)):
+                fd, width, buf = fds[key], _MAP_WIDTHS[key], memoryview(out).cast("B")
+                at = 0
+                for s0, n in zip(starts.tolist(), lengths.tolist()):
+                    want = n * width
+                    got = os.preadv(fd, [buf[at:at + want]], s0 * width)
+                    if got != want:
+                        raise RuntimeError(f"view spool {self.directory}/{key}.bin: short read at token {s0} "
+                                           f"({got} of {want} bytes)")
+                    at += want
         if isinstance(self.record_ids, pa.Array):  # loaded from a saved spool
             take = pa.array(rows, pa.int64())
             rids, variants = self.record_ids.take(take), self.variants.take(take)
@@ -217,11 +235,27 @@ class SpooledViews:
         return out
 
     def _spool_tasks(self, token_views: LayerVersion, names: list[str], batch_size: int, engine: Any) -> None:
+        """Ranges of row groups as tasks. The parent first sizes every split's maps from the
+        light columns (packable rows and tokens per range and split), so each task writes its
+        tokens straight into the maps at its own offsets and returns only its records: the
+        parent appends record columns, never token bytes."""
         files = [str(p) for p in token_views.table_files("views")]
         groups = [(fi, g) for fi, p in enumerate(files) for g in range(pq.ParquetFile(p).num_row_groups)]
         per = max(1, -(-len(groups) // max(1, 4 * engine.workers)))
-        tasks = [SpoolTask(tuple(files), tuple(groups[k:k + per]), str(self.directory / f"part-{k // per:05d}"),
-                           tuple(names), batch_size) for k in range(0, len(groups), per)]
+        ranges = [tuple(groups[k:k + per]) for k in range(0, len(groups), per)]
+        tokens = _range_tokens(files, ranges, names)  # (ranges, splits) packable tokens
+        starts = np.cumsum(tokens, axis=0) - tokens
+        totals = tokens.sum(axis=0)
+        for i, name in enumerate(names):
+            sv = self.splits[name]
+            sv.directory.mkdir(parents=True, exist_ok=True)
+            for k, width in _MAP_WIDTHS.items():
+                with open(sv.directory / f"{k}.bin", "wb") as f:
+                    f.truncate(int(totals[i]) * width)
+        tasks = [SpoolTask(tuple(files), r, str(self.directory / f"part-{k:05d}"), tuple(names), batch_size,
+                           tuple(str(self.splits[n].directory) for n in names), tuple(int(x) for x in starts[k]),
+                           tuple(int(x) for x in tokens[k]))
+                 for k, r in enumerate(ranges)]
         parts = engine.map(spool_task, tasks, name="view-spool")
         try:
             for part in parts:
@@ -230,12 +264,14 @@ class SpooledViews:
                 self.sources.update(zip(rids, labels.column("source_id").to_pylist()))
                 self.domains.update(zip(rids, labels.column("domain").to_pylist()))
                 for i, name in enumerate(names):
-                    self.splits[name]._extend_from(Path(part) / f"split-{i}")
+                    self.splits[name]._extend_records_from(Path(part) / f"split-{i}")
         finally:
-            for sv in self.splits.values():
-                sv._close()
             for part in parts:
                 shutil.rmtree(part, ignore_errors=True)
+        for i, name in enumerate(names):
+            if self.splits[name]._tokens != int(totals[i]):
+                raise RuntimeError(f"view spool of {name}: {self.splits[name]._tokens} tokens appended, "
+                                   f"{int(totals[i])} sized (token_views changed while packing?)")
 
     def _route(self, batch: pa.RecordBatch, rids: list, srcs: list, doms: list, wanted: set) -> None:
         """Append each wanted split's packable rows of ``batch`` (one view per record, as the
@@ -244,7 +280,7 @@ class SpooledViews:
         n, ids, mask, offs = _token_columns(batch)
         variants = batch.column("variant").to_pylist()
         splits = batch.column("split").to_pylist()
-        packable = np.fromiter((v is None or v == "chosen" for v in variants), bool, len(variants))
+        packable = _packable(batch)
         split_arr = np.asarray(splits, dtype=object)
         for name in sorted(set(splits) & wanted):
             rows = packable & (split_arr == name)
@@ -263,15 +299,41 @@ class SpooledViews:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
+def _packable(batch: pa.RecordBatch) -> np.ndarray:
+    """One view per record, as the mixture plan counts them (``mixture_layer.packable_views``)."""
+    variants = batch.column("variant").to_pylist()
+    return np.fromiter((v is None or v == "chosen" for v in variants), bool, len(variants))
+
+
+def _range_tokens(files: list[str], ranges: list[tuple], names: list[str]) -> np.ndarray:
+    """Packable tokens per (range of row groups, split), from the light columns only."""
+    out = np.zeros((len(ranges), len(names)), np.int64)
+    opened: dict[int, pq.ParquetFile] = {}
+    for k, groups in enumerate(ranges):
+        for fi, g in groups:
+            pf = opened.get(fi) or opened.setdefault(fi, pq.ParquetFile(files[fi]))
+            t = pf.read_row_group(g, columns=PLAN_COLUMNS)
+            n = np.asarray(t.column("n_tokens").to_numpy(), dtype=np.int64)
+            keep = _packable(t)
+            split = np.asarray(t.column("split").to_pylist(), dtype=object)
+            for i, name in enumerate(names):
+                out[k, i] += int(n[keep & (split == name)].sum())
+    return out
+
+
 @dataclass(frozen=True)
 class SpoolTask:
-    """Row groups of the ``views`` table to spool into ``directory`` (one ``split-<i>`` per name)."""
+    """Row groups of the ``views`` table to spool (one ``split-<i>`` per name): tokens into each
+    split's maps in ``split_dirs`` from ``token_offsets`` on, records into ``directory``."""
 
     files: tuple[str, ...]
     groups: tuple[tuple[int, int], ...]  # (file index, row group), in table order
     directory: str
     splits: tuple[str, ...]  # every wanted split, sorted
     batch_size: int = 2048
+    split_dirs: tuple[str, ...] = ()
+    token_offsets: tuple[int, ...] = ()  # where this range's tokens start in each split's maps
+    tokens: tuple[int, ...] = ()  # how many tokens this range holds per split (as sized)
 
 
 def spool_task(task: SpoolTask) -> str:
@@ -279,7 +341,8 @@ def spool_task(task: SpoolTask) -> str:
     out = SpooledViews(Path(task.directory))
     out.directory.mkdir(parents=True, exist_ok=True)
     for i, name in enumerate(task.splits):
-        out.splits[name] = SplitViews(out.directory / f"split-{i}")
+        sv = out.splits[name] = SplitViews(Path(task.split_dirs[i]))
+        sv._open_at(task.token_offsets[i])
     labels: dict[str, list] = {"record_id": [], "source_id": [], "domain": []}
     opened: dict[int, pq.ParquetFile] = {}
     try:
@@ -295,8 +358,12 @@ def spool_task(task: SpoolTask) -> str:
     finally:
         for sv in out.splits.values():
             sv._close()
-    for sv in out.splits.values():
-        sv.save()
+    for i, name in enumerate(task.splits):
+        sv = out.splits[name]
+        if sv._tokens != task.tokens[i]:
+            raise RuntimeError(f"view spool of {name}: {sv._tokens} tokens in row groups {task.groups[:1]}..., "
+                               f"{task.tokens[i]} sized (token_views changed while packing?)")
+        sv.save(out.directory / f"split-{i}")
     table = pa.table({k: pa.array(v, pa.string()) for k, v in labels.items()})
     with pa.ipc.new_file(str(out.directory / "labels.arrow"), table.schema) as w:
         w.write_table(table)
