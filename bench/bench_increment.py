@@ -12,7 +12,8 @@ two increments (a jsonl snapshot re-reads its whole file, so a delta arrives as 
 
 Release spec (``inc`` and, for the baseline, ``full``; identical): the three sources, split
 0.8/0.1/0.1, byte-level BPE trained on the training split (``--vocab-size``) with ``freeze: true``,
-no mixture (the training split read once), atomic packing at ``--seq-len``, shards of 16 blocks.
+no mixture (the training split read once), atomic packing at ``--seq-len``, shards of ``--shard-blocks``
+blocks (default 16: many small shards; the project default is 2^22 positions, 2048 blocks of 2048).
 
 Steps, one process, one persistent Dagster instance (temp ``DAGSTER_HOME``, SQLite), release_job run
 the way ``corpus`` / the UI launch it:
@@ -30,7 +31,7 @@ Printed per run: wall clock of the run, the sum of its steps (Dagster's STEP_STA
 and each step; the token views' tokenized / reused counts; the ratios increment / full (target
 <= 10%) and increment2 (multiprocess) / increment.
 
-Run:  .venv/bin/python bench/bench_increment.py [--min-chars 600] [--vocab-size 8192] [--seq-len 2048]
+Run:  .venv/bin/python bench/bench_increment.py [--min-chars 600] [--vocab-size 8192] [--seq-len 2048] [--shard-blocks 16]
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def setup(root: Path, args) -> dict[str, int]:
             f"tokenizer: {{train: {{vocab_size: {args.vocab_size}, min_frequency: 2}}, freeze: true, "
             "special_tokens: ['<|endoftext|>', '<|pad|>'], eos_token: '<|endoftext|>'}\n"
             f"packing: {{seq_len: {args.seq_len}, mode: atomic, overlength: split, pad_token: '<|pad|>'}}\n"
-            f"shards: {{positions: {16 * args.seq_len}}}\n")
+            f"shards: {{positions: {args.shard_blocks * args.seq_len}}}\n")
     for name in ("inc", "full"):
         (rel / f"{name}.yaml").write_text(f"name: {name}\n" + body)
     home = root / "home"
@@ -152,6 +153,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=0, help="use only the first N pieces (0: all)")
     ap.add_argument("--vocab-size", type=int, default=8192)
     ap.add_argument("--seq-len", type=int, default=2048)
+    ap.add_argument("--shard-blocks", type=int, default=16, help="blocks per shard (shards.positions = this x seq_len)")
     ap.add_argument("--no-multiprocess", action="store_true", help="skip the multiprocess-executor increment")
     ap.add_argument("--keep", type=Path, default=None, help="build under this folder and keep it (default: a temp dir)")
     args = ap.parse_args()
@@ -166,7 +168,7 @@ def main() -> None:
     sizes = setup(root, args)
     print(f"machine: {cpu_model()}, {os.cpu_count()} cores; python {sys.version.split()[0]}")
     print(f"records: base {sizes['base']:,} ({sizes['chars'] / 1e6:.1f} M chars), increments {sizes['new1']:,} + "
-          f"{sizes['new2']:,}; vocab {args.vocab_size}, seq_len {args.seq_len}", flush=True)
+          f"{sizes['new2']:,}; vocab {args.vocab_size}, seq_len {args.seq_len}, {args.shard_blocks} blocks per shard", flush=True)
 
     import dagster as dg
     from dagster import DagsterInstance

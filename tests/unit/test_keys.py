@@ -55,3 +55,21 @@ def test_confine_refuses_escapes_including_symlinks(tmp_path):
     for bad in ["../outside.txt", "sub/../../outside.txt", str(outside), "link.txt"]:
         with pytest.raises(PathEscapeError):
             confine(root, bad)
+
+
+def test_confine_plain_agrees_with_confine_and_refuses_a_symlinked_directory_out(tmp_path):
+    from corpus_assets.domain.core.keys import confine_plain
+
+    root = (tmp_path / "release").resolve()
+    (root / "shards" / "train").mkdir(parents=True)
+    (root / "shards" / "train" / "a.bin").write_bytes(b"x")
+    for rel in ("shards/train/a.bin", "shards/train/missing.bin", "manifest.json"):
+        assert confine_plain(root, rel) == confine(root, rel)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "b.bin").write_bytes(b"y")
+    (root / "escape").symlink_to(outside)
+    with pytest.raises(PathEscapeError):
+        confine_plain(root, "escape/b.bin")
+    (root / "inside").symlink_to(root / "shards")  # a link that stays inside resolves like confine
+    assert confine_plain(root, "inside/train/a.bin") == confine(root, "inside/train/a.bin")

@@ -7,7 +7,9 @@ instead of escaping the data root.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -89,3 +91,20 @@ def confine(root: Path, candidate: Path | str) -> Path:
     if full != root_resolved and root_resolved not in full.parents:
         raise PathEscapeError(f"path {str(candidate)!r} resolves outside its root {str(root_resolved)!r}")
     return full
+
+
+def confine_plain(real_root: Path, rel: str) -> Path:
+    """``confine(real_root, rel)`` for a ``rel`` of plain names (no empty, ``.`` or ``..`` parts;
+    the caller checked) under an already resolved root: one ``lstat`` per component of ``rel``
+    instead of resolving the root and the whole path on every call; a symlink on the way is
+    resolved and checked by ``confine``. Release verification confines every artifact this way."""
+    p = Path(real_root)
+    for part in rel.split("/"):
+        p = p / part
+        try:
+            mode = os.lstat(p).st_mode
+        except FileNotFoundError:
+            return p  # nothing there to follow (the caller reports it missing)
+        if stat.S_ISLNK(mode):
+            return confine(real_root, rel)
+    return p

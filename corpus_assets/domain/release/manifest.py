@@ -11,6 +11,7 @@ Fields and decisions: docs/releases.md#the-manifest
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -272,13 +273,20 @@ def _normalize_dist_name(name: str) -> str:
 
 
 def installed_distributions() -> list[str]:
-    """Sorted, de-duplicated ``name==version`` of every installed distribution."""
+    """Sorted, de-duplicated ``name==version`` of every installed distribution — of the
+    environment this process runs in, read once per process (reading every distribution's
+    metadata took 0.6 s of each release build)."""
+    return list(_installed_distributions())
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_distributions() -> tuple[str, ...]:
     seen = set()
     for dist in metadata.distributions():
         name = dist.metadata["Name"] if dist.metadata is not None else None
         if name:
             seen.add(f"{_normalize_dist_name(name)}=={dist.version}")
-    return sorted(seen)
+    return tuple(sorted(seen))
 
 
 def environment_digest(distributions: Optional[list[str]] = None) -> str:

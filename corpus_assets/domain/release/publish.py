@@ -30,7 +30,7 @@ from corpus_assets.domain.core.errors import CorpusError
 from corpus_assets.domain.storage.dir_locks import STALE_AFTER_SECONDS, new_staging_dir, remove_abandoned
 from corpus_assets.domain.storage.dir_locks import unlock as _unlock
 from corpus_assets.domain.core.hashing import canonical_digest, canonical_json
-from corpus_assets.domain.core.keys import PathEscapeError, confine, validate_release_name
+from corpus_assets.domain.core.keys import PathEscapeError, confine, confine_plain, validate_release_name
 from corpus_assets.domain.core.atomic_files import atomic_write_text, fsync_dir
 
 
@@ -146,14 +146,15 @@ def _descriptor_names() -> frozenset[str]:
     return frozenset({MANIFEST_NAME, SIGNATURE_NAME})
 
 
-def _rel_path(root: Path, rel: str) -> Path:
-    """``root / rel`` for a manifest path, refusing absolute paths, ``..`` and symlink escapes."""
+def _rel_path(root: Path, rel: str, real_root: Optional[Path] = None) -> Path:
+    """``root / rel`` for a manifest path, refusing absolute paths, ``..`` and symlink escapes
+    (``real_root``: ``root`` already resolved, for the many paths of one release)."""
     if not isinstance(rel, str) or not rel or rel.startswith("/") or "\\" in rel or "\x00" in rel:
         raise ReleaseVerificationError(f"{root}: invalid artifact path {rel!r} in {MANIFEST_NAME}")
     if any(part in ("", ".", "..") for part in rel.split("/")):
         raise ReleaseVerificationError(f"{root}: invalid artifact path {rel!r} in {MANIFEST_NAME}")
     try:
-        return confine(root, rel)
+        return confine(root, rel) if real_root is None else confine_plain(real_root, rel)
     except PathEscapeError as exc:
         raise ReleaseVerificationError(f"{root}: artifact {rel!r} resolves outside the release: {exc}") from None
 
@@ -181,8 +182,9 @@ def hash_artifacts(root: Path, files: Iterable[Union[str, Mapping[str, Any]]], *
     root = Path(root)
     paths = sorted({(f["path"] if isinstance(f, Mapping) else f) for f in files} - _descriptor_names())
     entries: list[Artifact] = []
+    real_root = root.resolve()
     for rel in paths:
-        p = _rel_path(root, rel)
+        p = _rel_path(root, rel, real_root)
         if not p.is_file():
             raise ReleaseVerificationError(f"{root}: artifact {rel} is missing")
         sha, size = _sha256_file(p, fsync=fsync)
@@ -281,11 +283,11 @@ def _load_manifest(path: Path) -> tuple[dict, bytes]:
     return manifest, raw
 
 
-def _check_entry(root: Path, entry: Any, field: str) -> Artifact:
+def _check_entry(root: Path, entry: Any, field: str, real_root: Optional[Path] = None) -> Artifact:
     if not isinstance(entry, Mapping) or set(entry) != {"path", "sha256", "bytes"}:
         raise ReleaseVerificationError(f"{root / MANIFEST_NAME}: {field} entry {entry!r} must have exactly path, sha256, bytes")
     rel = entry["path"]
-    p = _rel_path(root, rel)
+    p = _rel_path(root, rel, real_root)
     if p.is_symlink():
         raise ReleaseVerificationError(f"{root}: {rel} is a symlink; releases hold regular files only")
     if not p.is_file():
@@ -316,8 +318,9 @@ def _verify_dir(path: Path, *, expected_build_id: Optional[str], public_key: Any
         raise ReleaseVerificationError(f"{path / MANIFEST_NAME}: build_id {bid!r} but the directory is build {expected_build_id}")
 
     listed: dict[str, Artifact] = {}
+    real_root = path.resolve()
     for entry in manifest["artifacts"]:
-        e = _check_entry(path, entry, "artifacts")
+        e = _check_entry(path, entry, "artifacts", real_root)
         if e["path"] in listed or e["path"] in _descriptor_names():
             raise ReleaseVerificationError(f"{path / MANIFEST_NAME}: artifact {e['path']!r} listed twice or reserved")
         listed[e["path"]] = e
