@@ -105,6 +105,32 @@ def test_plan_is_packed_into_shards_whose_every_position_traces_to_its_view(corp
                                 ShardSpec(positions=512), built.manifest["build_spec"]["tokenizer_digest"], 300,
                                 spooled.sources, spooled.domains, spooled.sources, chunk_samples=1)
     assert [m["files"] for m in metas] == [m["files"] for _, m in train]
+
+    # spool tasks write each range's tokens at offsets sized from the light columns: the same
+    # files and records as the serial pass; a range whose tokens disagree with its size is refused
+    import dataclasses
+
+    import pytest
+
+    from corpus_assets.domain.core.compute import Engine
+    from corpus_assets.domain.pack import view_spool
+
+    by_tasks = SpooledViews.spool(store.require_current("token_views", "r1"), tmp_path / "spool-tasks",
+                                  ["train", "validation", "test"], engine=Engine())
+    for split in ("train", "validation", "test"):
+        a, b = spooled.splits[split], by_tasks.splits[split]
+        assert list(a.record_ids) == list(b.record_ids) and list(a.lengths) == list(b.lengths)
+        for k in ("ids", "mask", "offsets"):
+            assert (a.directory / f"{k}.bin").read_bytes() == (b.directory / f"{k}.bin").read_bytes()
+    assert by_tasks.sources == spooled.sources and by_tasks.domains == spooled.domains
+    sized: list = []
+    real_map = Engine.map
+    monkeypatch.setattr(Engine, "map", lambda self, fn, items, name="task": sized.extend(items) or real_map(self, fn, items, name=name))
+    SpooledViews.spool(store.require_current("token_views", "r1"), tmp_path / "spool-2", ["train"], engine=Engine())
+    wrong = dataclasses.replace(sized[0], directory=str(tmp_path / "spool-wrong"), tokens=(sized[0].tokens[0] + 1,))
+    with pytest.raises(RuntimeError, match="token_views changed while packing"):
+        view_spool.spool_task(wrong)
+    by_tasks.remove()
     spooled.remove()
     assert not (tmp_path / "spool").exists()
 
