@@ -33,11 +33,10 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, write: Callable[[IO[bytes]], None], *, mode: Optional[int] = None) -> None:
-    """Replace ``path`` with what ``write(f)`` writes to a binary file object."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+def _write_synced(path: Path, flags: int, write: Callable[[IO[bytes]], None], mode: Optional[int]) -> None:
+    """Open ``path`` with ``flags``, set ``mode`` before the first byte, ``write(f)``, flush and
+    fsync; on any failure the file is removed."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | flags, 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
             if mode is not None:
@@ -45,6 +44,20 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None], *, mode: Option
             write(f)
             f.flush()
             os.fsync(f.fileno())
+    except BaseException:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def atomic_write(path: Path, write: Callable[[IO[bytes]], None], *, mode: Optional[int] = None) -> None:
+    """Replace ``path`` with what ``write(f)`` writes to a binary file object."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    _write_synced(tmp, os.O_EXCL, write, mode)
+    try:
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -60,21 +73,7 @@ def staged_write(path: Path, write: Callable[[IO[bytes]], None], *, mode: Option
     renamed into place when complete (a shard set): no temporary name and no rename of its own,
     the data fsynced; the caller fsyncs the directory once after its last file (``fsync_dir``),
     instead of once per file. A rerun of the same write (a retried task) replaces the file."""
-    path = Path(path)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            if mode is not None:
-                os.fchmod(f.fileno(), mode)
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-    except BaseException:
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-        raise
+    _write_synced(Path(path), os.O_TRUNC, write, mode)
 
 
 def atomic_write_bytes(path: Path, data: bytes, *, mode: Optional[int] = None) -> None:
