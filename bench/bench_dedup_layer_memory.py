@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,7 +36,7 @@ PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT))
 sys.path.insert(0, str(PROJECT / "tests"))
 
-from bench_packed_shards_memory import SIDE_ENV, AnonPeak  # noqa: E402
+from bench_packed_shards_memory import AnonPeak, run_side as run_side_process  # noqa: E402
 
 SOURCES = ("alpha", "beta", "gamma", "delta")
 T0 = datetime(2026, 12, 1, tzinfo=timezone.utc)
@@ -123,9 +122,7 @@ def side(home: str, which: str) -> None:
 
 
 def run_side(home: Path, which: str) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--side", which, "--home", str(home)],
-                         check=True, capture_output=True, text=True, cwd=PROJECT, env={**os.environ, **SIDE_ENV})
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_side_process(home, which, script=__file__)
 
 
 def main() -> None:

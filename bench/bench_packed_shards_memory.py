@@ -158,8 +158,10 @@ def side(home: str, which: str) -> None:
 SIDE_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "system", "MALLOC_MMAP_THRESHOLD_": "131072"}
 
 
-def run_side(home: Path, which: str) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--side", which, "--home", str(home)],
+def run_side(home: Path, which: str, script: str = __file__) -> dict:
+    """Run ``script --side which --home home`` in its own process (``SIDE_ENV`` set) and return
+    the JSON its last line prints (the memory benchmarks' sides)."""
+    out = subprocess.run([sys.executable, script, "--side", which, "--home", str(home)],
                          check=True, capture_output=True, text=True, cwd=PROJECT, env={**os.environ, **SIDE_ENV})
     return json.loads(out.stdout.strip().splitlines()[-1])
 
