@@ -39,9 +39,12 @@ instance:
 demo: install instance
 	$(BIN)/corpus demo
 
-# The whole test suite: unit and integration (CI runs exactly this).
+# The whole test suite: unit and integration (CI runs exactly this), a test file per worker
+# process at a time (pytest-xdist, --dist loadfile: a module's fixtures stay in one process).
+# TEST_WORKERS=0 runs it in this one process. Two workers: 10.4 min instead of 18.7 for tests/integration here.
+TEST_WORKERS ?= 2
 test: install
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The developer loop: the unit tests only (pure, in-process; no Dagster instance, daemon,
 # webserver, S3, Dask or browser). tests/integration/ holds the rest.
