@@ -67,7 +67,7 @@ class SplitViews:
                        variants: list, source_ids: list, domains: list) -> None:
         if not self._files:
             self.directory.mkdir(parents=True, exist_ok=True)
-            self._files = {k: open(self.directory / f"{k}.bin", "wb") for k in ("ids", "mask", "offsets")}
+            self._files = {k: open(self.directory / f"{k}.bin", "wb") for k in _MAP_WIDTHS}
         for k, a in (("ids", ids), ("mask", mask), ("offsets", offs)):  # buffers as they are, no bytes copy
             self._files[k].write(memoryview(np.ascontiguousarray(a)).cast("B"))
         row = len(self.record_ids)
@@ -280,7 +280,7 @@ class SpooledViews:
         n, ids, mask, offs = _token_columns(batch)
         variants = batch.column("variant").to_pylist()
         splits = batch.column("split").to_pylist()
-        packable = _packable(batch)
+        packable = _packable(variants)
         split_arr = np.asarray(splits, dtype=object)
         for name in sorted(set(splits) & wanted):
             rows = packable & (split_arr == name)
@@ -299,9 +299,8 @@ class SpooledViews:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def _packable(batch: pa.RecordBatch) -> np.ndarray:
+def _packable(variants: list) -> np.ndarray:
     """One view per record, as the mixture plan counts them (``mixture_layer.packable_views``)."""
-    variants = batch.column("variant").to_pylist()
     return np.fromiter((v is None or v == "chosen" for v in variants), bool, len(variants))
 
 
@@ -314,7 +313,7 @@ def _range_tokens(files: list[str], ranges: list[tuple], names: list[str]) -> np
             pf = opened.get(fi) or opened.setdefault(fi, pq.ParquetFile(files[fi]))
             t = pf.read_row_group(g, columns=PLAN_COLUMNS)
             n = np.asarray(t.column("n_tokens").to_numpy(), dtype=np.int64)
-            keep = _packable(t)
+            keep = _packable(t.column("variant").to_pylist())
             split = np.asarray(t.column("split").to_pylist(), dtype=object)
             for i, name in enumerate(names):
                 out[k, i] += int(n[keep & (split == name)].sum())
