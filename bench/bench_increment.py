@@ -32,6 +32,7 @@ and each step; the token views' tokenized / reused counts; the ratios increment 
 <= 10%) and increment2 (multiprocess) / increment.
 
 Run:  .venv/bin/python bench/bench_increment.py [--min-chars 600] [--vocab-size 8192] [--seq-len 2048] [--shard-blocks 16]
+      [--no-multiprocess] [--profile FILE]
 """
 
 from __future__ import annotations
@@ -155,6 +156,8 @@ def main() -> None:
     ap.add_argument("--seq-len", type=int, default=2048)
     ap.add_argument("--shard-blocks", type=int, default=16, help="blocks per shard (shards.positions = this x seq_len)")
     ap.add_argument("--no-multiprocess", action="store_true", help="skip the multiprocess-executor increment")
+    ap.add_argument("--profile", type=Path, default=None,
+                    help="write a cProfile of the (in-process) increment run to this file (pstats format)")
     ap.add_argument("--keep", type=Path, default=None, help="build under this folder and keep it (default: a temp dir)")
     args = ap.parse_args()
 
@@ -210,7 +213,14 @@ def main() -> None:
     runs["first"] = release("inc")
     report("first", runs["first"])
     snapshot("stdlib_new1", 10)
-    runs["increment"] = release("inc")
+    if args.profile:
+        import cProfile
+
+        prof = cProfile.Profile()
+        runs["increment"] = prof.runcall(release, "inc")
+        prof.dump_stats(str(args.profile))
+    else:
+        runs["increment"] = release("inc")
     report("increment", runs["increment"])
     if not args.no_multiprocess:
         snapshot("stdlib_new2", 20)

@@ -132,6 +132,40 @@ def test_rows_of_large_values_get_their_own_groups(tmp_path):
     assert sum(groups) == 10 and len(groups) >= 5
 
 
+def test_row_groups_fill_greedily_by_count_and_bytes(tmp_path):
+    """A group takes rows while it has fewer than rows_per_group and their sizes (string lengths,
+    8 per other column) stay within bytes_per_group; a row larger than that starts a group alone."""
+    schema = pa.schema([("text", pa.string())])
+    sizes = [100, 100, 100, 500, 100, 2000, 50, 50, 50, 50, 50]  # row bytes: len(text) + 0 (one string column)
+    store = LayerStore(tmp_path, rows_per_group=4, bytes_per_group=300)
+    with store.new_version("demo", "p", {"rows": TableSpec(schema)}, {"spec": 1}) as w:
+        for k in range(0, len(sizes), 2):  # caller batches of 2 rows
+            w.write("rows", [{"text": "z" * n} for n in sizes[k:k + 2]])
+        v = w.commit()
+    import pyarrow.parquet as pq
+
+    groups = [pq.ParquetFile(p).metadata.row_group(g).num_rows for p in v.table_files("rows")
+              for g in range(pq.ParquetFile(p).num_row_groups)]
+    assert groups == [3, 1, 1, 1, 4, 1]
+
+
+def test_list_columns_are_written_without_a_dictionary(tmp_path):
+    """Token ids and masks (list columns) are stored plain; scalar strings keep their dictionary."""
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([("split", pa.string()), ("ids", pa.list_(pa.int32()))])
+    store = LayerStore(tmp_path)
+    with store.new_version("demo", "p", {"rows": TableSpec(schema)}, {"spec": 1}) as w:
+        w.write("rows", [{"split": "train" if i % 3 else "test", "ids": [i % 50] * 20} for i in range(300)])
+        v = w.commit()
+    meta = pq.ParquetFile(v.table_files("rows")[0]).metadata.row_group(0)
+    encodings = {meta.column(c).path_in_schema: set(meta.column(c).encodings) for c in range(meta.num_columns)}
+    assert "RLE_DICTIONARY" in encodings["split"]
+    ids = next(e for k, e in encodings.items() if k.startswith("ids"))
+    assert "RLE_DICTIONARY" not in ids and "PLAIN_DICTIONARY" not in ids
+    assert v.read_table("rows").column("ids").to_pylist()[7] == [7] * 20
+
+
 _KILL_WRITER = r"""
 import sys, pyarrow as pa
 from corpus_assets.domain.storage.layer_store import LayerStore, TableSpec

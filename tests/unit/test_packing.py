@@ -457,6 +457,23 @@ def test_coverage_check_fails_when_a_tiling_span_holds_the_wrong_kind_of_positio
     assert any("pad positions not covered by exactly one pad span" in p for p in detail["problems"])
 
 
+def test_span_sums_equal_per_span_sums_whether_or_not_the_spans_tile():
+    """span_sums takes one reduceat when the spans tile the positions and a running count
+    otherwise; both give each span's own sum, in the spans' order."""
+    rng = np.random.default_rng(7)
+    values = rng.integers(0, 2, 5000).astype(np.uint8)
+    cuts = np.sort(rng.choice(np.arange(1, 5000), 300, replace=False))
+    fs, fe = np.concatenate([[0], cuts]), np.concatenate([cuts, [5000]])
+    perm = rng.permutation(fs.size)
+    fs, fe = fs[perm], fe[perm]
+    want = np.array([int(values[a:b].sum()) for a, b in zip(fs, fe)])
+    assert np.array_equal(packing.span_sums(values, fs, fe), want)  # tiling: the reduceat path
+    assert np.array_equal(packing.span_sums(values, fs[:-5], fe[:-5]), want[:-5])  # a gap: running count
+    overlap_s, overlap_e = np.append(fs, 10), np.append(fe, 20)
+    assert np.array_equal(packing.span_sums(values, overlap_s, overlap_e), np.append(want, values[10:20].sum()))
+    assert packing.span_sums(values, fs[:0], fe[:0]).size == 0
+
+
 def test_real_token_views_pack_with_eos_spans_and_char_offsets():
     from corpus_assets.domain.canonical.records import SCHEMA_VERSIONS, DocumentPayload, Record
     from corpus_assets.domain.ingest.sources_config import Governance

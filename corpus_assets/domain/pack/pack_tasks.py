@@ -30,6 +30,7 @@ from corpus_assets.domain.pack.packing import (
     PackingStats,
     block_window,
     coverage_check,
+    span_sums,
 )
 from corpus_assets.domain.pack.shards import ShardWriter, with_record_labels
 from corpus_assets.domain.pack.view_spool import SplitViews
@@ -82,20 +83,22 @@ def sample_chunks(tokens: np.ndarray, max_samples: int, max_tokens: int):
 
 
 def label_counts(blocks: PackedBlocks, labels: dict[str, str]) -> dict[str, dict[str, int]]:
-    """Per source: materialized tokens (view tokens, BOS excluded) and effective label tokens."""
+    """Per source: materialized tokens (view tokens, BOS excluded) and effective label tokens.
+    Label tokens are summed over every span first (the spans tile the blocks: one pass over the
+    loss mask), then the view spans are kept."""
     sp = blocks.spans
     if sp.num_rows == 0:
         return {}
     T = blocks.seq_len
     keep = pc.and_(pc.invert(sp.column("pad")), pc.is_valid(sp.column("src_token_start")))
-    sp = sp.filter(keep)
-    b = sp.column("block").to_numpy() - blocks.first_block
+    b = sp.column("block").to_numpy().astype(np.int64) - blocks.first_block
     s = sp.column("start").to_numpy().astype(np.int64)
     e = sp.column("end").to_numpy().astype(np.int64)
-    cum = np.concatenate([[0], np.cumsum(blocks.loss_mask.reshape(-1), dtype=np.int64)])
-    lab = cum[b * T + e] - cum[b * T + s]
+    lab_all = span_sums(blocks.loss_mask, b * T + s, b * T + e)
+    kept = np.asarray(keep.to_numpy(zero_copy_only=False), bool)
+    lab, n_tok = lab_all[kept], (e - s)[kept]
     out: dict[str, dict[str, int]] = {}
-    for rid, n, l in zip(sp.column("record_id").to_pylist(), (e - s).tolist(), lab.tolist()):
+    for rid, n, l in zip(sp.filter(keep).column("record_id").to_pylist(), n_tok.tolist(), lab.tolist()):
         c = out.setdefault(labels[rid], {"materialized_tokens": 0, "label_tokens": 0})
         c["materialized_tokens"] += n
         c["label_tokens"] += l

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
+    "span_sums",
     "PACKING_CODE_VERSION",
     "REASON_TOO_LONG",
     "PackingPolicy",
@@ -1122,19 +1123,36 @@ def pack(
 # --- checks -------------------------------------------------------------------------------------
 
 
+def span_sums(values: np.ndarray, fs: np.ndarray, fe: np.ndarray) -> np.ndarray:
+    """Sum of ``values`` (flat) over each span ``[fs, fe)``. When the spans tile
+    ``[0, values.size)`` exactly (the packer's spans do), one ``reduceat`` over the values in span
+    order; otherwise a running count. Either way no per-position int64 array when the spans tile:
+    a running count over every position was the largest memory traffic of a packing task."""
+    values = values.reshape(-1)
+    if fs.shape[0] == 0:
+        return np.zeros(0, np.int64)
+    order = np.argsort(fs, kind="stable")
+    a, b = fs[order], fe[order]
+    if a[0] == 0 and b[-1] == values.size and bool((b > a).all()) and np.array_equal(a[1:], b[:-1]):
+        out = np.empty(fs.shape[0], np.int64)
+        out[order] = np.add.reduceat(values, a, dtype=np.int64)
+        return out
+    run = np.zeros(values.size + 1, np.int64)
+    np.cumsum(values, out=run[1:])
+    return run[fe] - run[fs]
+
+
 def _tiles_exactly(fs: np.ndarray, fe: np.ndarray, pad: np.ndarray, is_pad: np.ndarray, size: int) -> bool:
     """Do the spans (flat ``[fs, fe)``, each inside one block) cover ``[0, size)`` exactly once,
-    pad spans only padding and other spans no padding? O(spans) plus one running count of the
-    padding, instead of counting coverage per position."""
+    pad spans only padding and other spans no padding? O(spans) plus one pass over the padding
+    mask, instead of counting coverage per position."""
     if fs.shape[0] == 0:
         return size == 0
     order = np.lexsort((fe, fs))
     a, b = fs[order], fe[order]
-    if a[0] != 0 or b[-1] != size or not np.array_equal(a[1:], b[:-1]):
+    if a[0] != 0 or b[-1] != size or not bool((b > a).all()) or not np.array_equal(a[1:], b[:-1]):
         return False
-    run = np.zeros(size + 1, np.int64)
-    np.cumsum(is_pad.reshape(-1), out=run[1:])
-    in_pad = run[fe] - run[fs]
+    in_pad = span_sums(is_pad, fs, fe)
     return bool(np.array_equal(in_pad[pad], (fe - fs)[pad]) and not in_pad[~pad].any())
 
 

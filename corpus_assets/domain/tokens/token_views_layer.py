@@ -41,7 +41,7 @@ from corpus_assets.domain.layers.registry import CURATED_RECORDS, TOKEN_VIEWS, V
 
 __all__ = ["TOKEN_VIEWS_LAYER_VERSION", "TOKEN_VIEWS_TABLES", "build_token_views", "frozen_tokenizer_of"]
 
-TOKEN_VIEWS_LAYER_VERSION = "token-views-layer-3"  # 3: the decisions table replaces ``rejected``
+TOKEN_VIEWS_LAYER_VERSION = "token-views-layer-4"  # 4: token columns without a Parquet dictionary (3: decisions table)
 
 TOKEN_VIEWS_TABLES = layer(TOKEN_VIEWS).table_specs()
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
@@ -249,9 +250,21 @@ def load_tokenizer(spec: TokenizerSpec, *, base_dir: Path | str | None = None) -
     return _freeze(tokenizer, spec, path)
 
 
+_THAWED: dict[tuple[str, bytes, str], FrozenTokenizer] = {}  # per process, bounded by _THAWED_MAX
+_THAWED_MAX = 8
+_thaw_lock = threading.Lock()
+
+
 def thaw_tokenizer(tokenizer_json: str, spec: TokenizerSpec, *, expected_digest: str) -> FrozenTokenizer:
     """Re-freeze a stored tokenizer.json with the spec it was frozen with; refuses (ValueError) if
-    the digest differs from ``expected_digest`` — a stored tokenizer that changed is never used."""
+    the digest differs from ``expected_digest`` — a stored tokenizer that changed is never used.
+    Thawed once per process for the same bytes and spec (the release steps of one run each
+    thaw the release's tokenizer; the digest alone took ~0.1 s for a vocabulary of 8192)."""
+    key = (expected_digest, hashlib.sha256(tokenizer_json.encode("utf-8")).digest(), spec.model_dump_json())
+    with _thaw_lock:
+        hit = _THAWED.get(key)
+    if hit is not None:
+        return hit
     try:
         tokenizer = Tokenizer.from_str(tokenizer_json)
     except Exception as exc:
@@ -259,6 +272,10 @@ def thaw_tokenizer(tokenizer_json: str, spec: TokenizerSpec, *, expected_digest:
     frozen = _freeze(tokenizer, spec, "<stored>")
     if frozen.digest != expected_digest:
         raise ValueError(f"stored tokenizer digest {frozen.digest} does not match the recorded {expected_digest}")
+    with _thaw_lock:
+        if len(_THAWED) >= _THAWED_MAX:
+            _THAWED.pop(next(iter(_THAWED)))
+        _THAWED[key] = frozen
     return frozen
 
 
