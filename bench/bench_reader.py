@@ -104,7 +104,8 @@ def side_baseline(out: Path, args, on_batch) -> tuple[int, int]:
         shape = (m["blocks"], m["seq_len"])
         tok = np.memmap(out / m["files"]["bin"]["path"], dtype=m["dtype"], mode="r", shape=shape)
         lm = np.memmap(out / m["files"]["loss_mask"]["path"], dtype=np.uint8, mode="r", shape=shape)
-        seg = np.memmap(out / m["files"]["segment_ids"]["path"], dtype="<i4", mode="r", shape=shape)
+        seg = np.memmap(out / m["files"]["segment_ids"]["path"], dtype=m["sidecar_dtypes"]["segment_ids"], mode="r",
+                        shape=shape)
         for i in range(0, m["blocks"], args.batch_size):
             b = (np.array(tok[i : i + args.batch_size]), np.array(lm[i : i + args.batch_size]),
                  np.array(seg[i : i + args.batch_size]))

@@ -56,7 +56,8 @@ def test_plan_is_packed_into_shards_whose_every_position_traces_to_its_view(corp
         tokens = np.stack([mg.sequence(i) for i in range(len(mg))]).astype(np.int64)
         assert tokens.shape == (meta["blocks"], T)
         mask = np.fromfile(directory / f"{meta['name']}.loss_mask.bin", dtype=np.uint8).reshape(-1, T)
-        seg = np.fromfile(directory / f"{meta['name']}.segment_ids.bin", dtype=np.int32).reshape(-1, T)
+        assert meta["sidecar_dtypes"]["segment_ids"] == "<u2"  # segment ids 1..k <= T fit uint16
+        seg = np.fromfile(directory / f"{meta['name']}.segment_ids.bin", dtype="<u2").reshape(-1, T)
         import pyarrow.parquet as pq
 
         spans = pq.read_table(directory / f"{meta['name']}.spans.parquet").to_pylist()

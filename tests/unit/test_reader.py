@@ -92,6 +92,40 @@ def test_batches_carry_matching_sidecars_and_refs(shards):
             assert by_name[meta["name"]]["first_block"] + k + (17 if meta["name"].startswith("b") else 0) == tok
 
 
+def _as_int32_sidecars(directory, meta):
+    """Rewrite a shard's segment / position id files as int32 with metadata to match: a shard as
+    written before the sidecar dtypes were narrowed to uint16."""
+    import hashlib
+
+    meta = json.loads(json.dumps(meta))
+    for role in ("segment_ids", "position_ids"):
+        info = meta["files"][role]
+        path = directory / info["path"]
+        data = np.fromfile(path, dtype="<u2").astype("<i4").tobytes()
+        path.write_bytes(data)
+        info.update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+        meta["sidecar_dtypes"][role] = "<i4"
+    return meta
+
+
+def test_shards_with_int32_sidecars_read_the_same_batches(shards):
+    """Shard sets written before segment and position ids were stored as uint16 read back the same
+    (int32) batches, verified against their own recorded digests."""
+    narrow = [(b.epoch, b.tokens.tolist(), b.segment_ids.tolist(), b.position_ids.tolist()) for b in reader(shards)]
+    assert all(m["sidecar_dtypes"]["segment_ids"] == "<u2" for _, m in shards)
+    wide = [(d, _as_int32_sidecars(d, m)) for d, m in shards]
+    got = [(b.epoch, b.tokens.tolist(), b.segment_ids.tolist(), b.position_ids.tolist()) for b in reader(wide)]
+    assert got == narrow
+    b = next(iter(reader(wide)))
+    assert b.segment_ids.dtype == np.int32 and b.position_ids.dtype == np.int32
+
+
+def test_mixed_sidecar_dtypes_are_refused(shards):
+    d, m = shards[0]
+    with pytest.raises(ValueError, match="segment_ids dtype"):
+        reader([(d, _as_int32_sidecars(d, m))] + shards[1:])
+
+
 def test_drop_last(shards):
     out = run(reader(shards, batch_size=8, drop_last=True, epochs=2))
     assert [len(b) for _, b in out] == [8, 8, 8] * 2

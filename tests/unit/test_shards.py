@@ -155,8 +155,9 @@ def test_sidecars_align_with_tokens_and_spans_are_rebased(tmp_path, packed):
     for m in metas:
         lo, hi = m["first_block"], m["first_block"] + m["blocks"]
         raw_lm = np.fromfile(tmp_path / f"{m['name']}.loss_mask.bin", dtype=np.uint8).reshape(-1, 8)
-        raw_seg = np.fromfile(tmp_path / f"{m['name']}.segment_ids.bin", dtype="<i4").reshape(-1, 8)
-        raw_pos = np.fromfile(tmp_path / f"{m['name']}.position_ids.bin", dtype="<i4").reshape(-1, 8)
+        assert m["sidecar_dtypes"] == {"loss_mask": "<u1", "segment_ids": "<u2", "position_ids": "<u2"}
+        raw_seg = np.fromfile(tmp_path / f"{m['name']}.segment_ids.bin", dtype="<u2").reshape(-1, 8)
+        raw_pos = np.fromfile(tmp_path / f"{m['name']}.position_ids.bin", dtype="<u2").reshape(-1, 8)
         np.testing.assert_array_equal(raw_lm, l[lo:hi])
         np.testing.assert_array_equal(raw_seg, s[lo:hi])
         np.testing.assert_array_equal(raw_pos, p[lo:hi])
@@ -396,3 +397,17 @@ def test_megatron_core_indexed_dataset_reads_our_shards(tmp_path, vocab):
         assert [x.tolist() for x in whole] == t[m["first_block"] : m["first_block"] + m["blocks"]].tolist()
         del ds
     np.testing.assert_array_equal(np.stack(got), t)
+
+
+def test_segment_and_position_ids_outside_a_block_are_refused(tmp_path, packed):
+    """Segment ids are 1..k <= seq_len within a block and position ids < seq_len: what uint16
+    sidecars hold; anything else is a clear error, never a wrapped value on disk."""
+    t, l, s, p, spans = packed
+    bad = s.copy()
+    bad[0, 0] = 9  # seq_len is 8
+    with pytest.raises(ValueError, match=r"segment_ids has values in \[0, 9\], outside the allowed \[0, 8\]"):
+        write(tmp_path / "a", t, l, bad, spans)
+    bad_pos = p.copy()
+    bad_pos[0, 0] = -1
+    with pytest.raises(ValueError, match=r"position_ids has values in \[-1, .*outside the allowed \[0, 7\]"):
+        write(tmp_path / "b", t, l, s, spans, position_ids=bad_pos)

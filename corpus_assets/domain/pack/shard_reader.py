@@ -161,8 +161,11 @@ class ShardStreamReader:
         self._metas = [dict(m) for _, m in shards]
         self.seq_len = int(_same(self._metas, "seq_len"))
         self.dtype = np.dtype(_same(self._metas, "dtype")).newbyteorder("<")
-        i32 = np.dtype("<i4")
-        self._dtypes = {"bin": self.dtype, "loss_mask": np.dtype("<u1"), "segment_ids": i32, "position_ids": i32}
+        first = array_dtypes(self._metas[0])
+        # on disk: as the shards record it (segment / position ids uint16 for seq_len <= 65535, int32
+        # in shards written before); batches always hold int32 segment and position ids
+        self._dtypes = {"bin": self.dtype, "loss_mask": np.dtype("<u1"), "segment_ids": first["segment_ids"],
+                        "position_ids": first.get("position_ids", np.dtype("<i4"))}
         for m in self._metas:
             for role, dt in array_dtypes(m).items():
                 if dt != self._dtypes[role]:
@@ -289,11 +292,13 @@ class ShardStreamReader:
         arrays = {role: np.empty((b, T), dtype=self._dtypes[role]) for role in roles}
         for i, (s, k) in enumerate(refs):
             self._view(s).read_block(k, arrays, i)
+        i32 = np.dtype("<i4")
+        pos = arrays.get("position_ids")
         return Batch(
             arrays["bin"],
             arrays["loss_mask"],
-            arrays["segment_ids"],
-            arrays.get("position_ids"),
+            arrays["segment_ids"].astype(i32, copy=False),
+            None if pos is None else pos.astype(i32, copy=False),
             np.asarray(refs, dtype=np.int64).reshape(b, 2),
             epoch,
         )

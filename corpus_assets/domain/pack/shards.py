@@ -36,6 +36,7 @@ __all__ = [
     "MEGATRON_DTYPE_CODES",
     "ShardIntegrityError",
     "shard_capacity",
+    "sidecar_dtypes",
     "token_dtype",
     "shard_name",
     "write_shards",
@@ -69,6 +70,7 @@ MEGATRON_DTYPE_CODES: dict[str, int] = {
 }
 _IDX_FIXED_BYTES = 9 + 8 + 1 + 8 + 8  # header, version, dtype code, sequence count, document count
 
+# What a shard whose metadata names no sidecar dtypes holds (shards written before they were named).
 SIDECAR_DTYPES: dict[str, str] = {"loss_mask": "<u1", "segment_ids": "<i4", "position_ids": "<i4"}
 DEFAULT_LABEL_COLUMNS = ("source", "domain")
 _FILE_MODE = 0o644
@@ -102,6 +104,14 @@ def token_dtype(vocab_size: int) -> np.dtype:
     if vocab_size > np.iinfo(np.int32).max:
         raise ValueError(f"vocab_size {vocab_size} does not fit int32 token ids")
     return np.dtype("<u2") if vocab_size <= 65535 else np.dtype("<i4")
+
+
+def sidecar_dtypes(seq_len: int) -> dict[str, str]:
+    """Sidecar dtypes of a shard of blocks of ``seq_len``: segment ids (``1..k`` within a block,
+    ``k <= seq_len``) and position ids (``< seq_len``) are ``uint16`` when ``seq_len <= 65535``,
+    else ``int32``; the loss mask is ``uint8``. Recorded per shard (``sidecar_dtypes``)."""
+    narrow = "<u2" if seq_len <= 65535 else "<i4"
+    return {"loss_mask": "<u1", "segment_ids": narrow, "position_ids": narrow}
 
 
 def shard_name(name_prefix: str, index: int) -> str:
@@ -295,13 +305,14 @@ def _prepare(
     n = t.shape[0]
     t = _checked_cast("tokens", _as_blocks("tokens", t, n, seq_len), dtype, 0, vocab_size - 1)
     lm = _checked_cast("loss_mask", _as_blocks("loss_mask", loss_mask, n, seq_len), np.dtype("<u1"), 0, 1)
-    i32 = np.iinfo(np.int32)
+    side = sidecar_dtypes(seq_len)
+    seg_dt, pos_dt = np.dtype(side["segment_ids"]), np.dtype(side["position_ids"])
     seg = _as_blocks("segment_ids", segment_ids, n, seq_len)
-    seg = _checked_cast("segment_ids", seg, np.dtype("<i4"), i32.min, i32.max)
+    seg = _checked_cast("segment_ids", seg, seg_dt, 0, min(seq_len, np.iinfo(seg_dt).max))
     pos = None
     if position_ids is not None:
         pos = _as_blocks("position_ids", position_ids, n, seq_len)
-        pos = _checked_cast("position_ids", pos, np.dtype("<i4"), i32.min, i32.max)
+        pos = _checked_cast("position_ids", pos, pos_dt, 0, seq_len - 1)
     if not isinstance(spans, pa.Table):
         raise ValueError(f"spans must be a pyarrow.Table, got {type(spans).__name__}")
     sp = _validate_spans(spans, n, first_block)
@@ -352,7 +363,7 @@ def _write_one_shard(
         "dtype": dtype.name,
         "vocab_size": vocab_size,
         "tokenizer": tokenizer_digest,
-        "sidecar_dtypes": {k: SIDECAR_DTYPES[k] for k in files if k in SIDECAR_DTYPES},
+        "sidecar_dtypes": {k: v for k, v in sidecar_dtypes(seq_len).items() if k in files},
         "token_counts": _token_counts(spans, inp.labels),
         "files": files,
     }
