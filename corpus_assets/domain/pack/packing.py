@@ -1123,6 +1123,26 @@ def pack(
 # --- checks -------------------------------------------------------------------------------------
 
 
+def _tiling_order(fs: np.ndarray, fe: np.ndarray, size: int) -> Optional[np.ndarray]:
+    """The spans' order by start when they tile ``[0, size)`` exactly once (each non-empty, each
+    ending where the next starts), else None."""
+    if fs.shape[0] == 0:
+        return None
+    order = np.argsort(fs, kind="stable")
+    a, b = fs[order], fe[order]
+    if a[0] == 0 and b[-1] == size and bool((b > a).all()) and np.array_equal(a[1:], b[:-1]):
+        return order
+    return None
+
+
+def _tiled_sums(values: np.ndarray, fs: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Per-span sums of flat ``values`` for spans that tile them (``order`` from ``_tiling_order``):
+    one ``reduceat`` in span order, returned in the spans' own order."""
+    out = np.empty(fs.shape[0], np.int64)
+    out[order] = np.add.reduceat(values, fs[order], dtype=np.int64)
+    return out
+
+
 def span_sums(values: np.ndarray, fs: np.ndarray, fe: np.ndarray) -> np.ndarray:
     """Sum of ``values`` (flat) over each span ``[fs, fe)``. When the spans tile
     ``[0, values.size)`` exactly (the packer's spans do), one ``reduceat`` over the values in span
@@ -1131,12 +1151,9 @@ def span_sums(values: np.ndarray, fs: np.ndarray, fe: np.ndarray) -> np.ndarray:
     values = values.reshape(-1)
     if fs.shape[0] == 0:
         return np.zeros(0, np.int64)
-    order = np.argsort(fs, kind="stable")
-    a, b = fs[order], fe[order]
-    if a[0] == 0 and b[-1] == values.size and bool((b > a).all()) and np.array_equal(a[1:], b[:-1]):
-        out = np.empty(fs.shape[0], np.int64)
-        out[order] = np.add.reduceat(values, a, dtype=np.int64)
-        return out
+    order = _tiling_order(fs, fe, values.size)
+    if order is not None:
+        return _tiled_sums(values, fs, order)
     run = np.zeros(values.size + 1, np.int64)
     np.cumsum(values, out=run[1:])
     return run[fe] - run[fs]
@@ -1148,11 +1165,10 @@ def _tiles_exactly(fs: np.ndarray, fe: np.ndarray, pad: np.ndarray, is_pad: np.n
     mask, instead of counting coverage per position."""
     if fs.shape[0] == 0:
         return size == 0
-    order = np.lexsort((fe, fs))
-    a, b = fs[order], fe[order]
-    if a[0] != 0 or b[-1] != size or not bool((b > a).all()) or not np.array_equal(a[1:], b[:-1]):
+    order = _tiling_order(fs, fe, size)
+    if order is None:
         return False
-    in_pad = span_sums(is_pad, fs, fe)
+    in_pad = _tiled_sums(is_pad.reshape(-1), fs, order)
     return bool(np.array_equal(in_pad[pad], (fe - fs)[pad]) and not in_pad[~pad].any())
 
 

@@ -308,7 +308,7 @@ def _prepare(
     side = sidecar_dtypes(seq_len)
     seg_dt, pos_dt = np.dtype(side["segment_ids"]), np.dtype(side["position_ids"])
     seg = _as_blocks("segment_ids", segment_ids, n, seq_len)
-    seg = _checked_cast("segment_ids", seg, seg_dt, 0, min(seq_len, np.iinfo(seg_dt).max))
+    seg = _checked_cast("segment_ids", seg, seg_dt, 0, seq_len)
     pos = None
     if position_ids is not None:
         pos = _as_blocks("position_ids", position_ids, n, seq_len)
