@@ -127,7 +127,10 @@ def test_second_release_tokenizes_only_new_records_and_reuse_never_changes_bytes
         # the later snapshot repeats the 4 earlier docs (exact duplicates: one representative each)
         # and adds one new record: only that one is tokenized
         assert md2["tokenized_records"].value == 1
-        assert md2["reused_records"].value == md2["records"].value - 1
+        # site_chat's one snapshot has the same records and splits in both releases: its files are
+        # adopted whole; the repeated docs come from r1's views row by row
+        assert md2["adopted_records"].value > 0 and md2["reused_records"].value > 0
+        assert md2["reused_records"].value + md2["adopted_records"].value == md2["records"].value - 1
         cached = LayerStore(corpus_env).require_current("token_views", "r2")
         # the same release without the cache gives the same bytes
         fresh = _release(defs, instance, "r2", run_config={"ops": {"token_views": {"config": {"reuse": False}}}})

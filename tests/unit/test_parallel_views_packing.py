@@ -162,12 +162,68 @@ def test_reused_views_through_tasks_give_the_same_bytes(world, tmp_path, cluster
     _views_r2 = build_token_views(store, "r2", TokenViewPolicy(max_tokens=220), splits=store.require_current(SPLITS, "r2"),
                                   tokenizer=store.require_current("tokenizer", "r2"), task_records=50, reuse=False)
     assert _views_r2[1]["tokenized_records"] == _views_r2[1]["records"]
-    cached, report = _views(store, cluster, 41, reuse=True)
+    cached, report = _views(store, cluster, 41, reuse=True, adopt=False)  # row by row through the spill
     assert report["reused_records"] == report["records"] - sum(report["rejected"].values())
     assert report["tokenized_records"] == sum(report["rejected"].values())  # too long: never stored, re-decided
+    assert report["adopted_records"] == 0
     assert _tree(cached.root) == tree and cached.content_digest == fresh.content_digest
     # nothing left behind: no spill, no task files
     assert not [p.name for p in store.partition_dir(TOKEN_VIEWS, RELEASE).iterdir() if p.name.startswith((".tmp-", ".reuse-"))]
+
+
+
+def test_unchanged_snapshots_adopt_the_stored_files_and_the_bytes_equal_a_fresh_build(world, tmp_path):
+    """An increment changes one snapshot: the other's views and decisions files are hard links of
+    the stored build's, and the new version is byte for byte what a build without any reuse makes."""
+    store = _copy(world, tmp_path / "home")
+    first, _ = _views(store, Engine(), 64, reuse=False)
+    # one chat record moves from train to validation: only the chat snapshot's inputs change
+    rows = store.require_current(SPLITS, RELEASE).read_table("assignments").to_pylist()
+    moved = next(r for r in rows if r["snapshot"] == SNAPSHOTS[1] and r["kept"] and r["split"] == "train")
+    moved["split"] = "validation"
+    with store.new_version(SPLITS, RELEASE, SPLITS_TABLES, {"test": "splits, one record moved"}) as w:
+        w.write("assignments", rows)
+        w.commit()
+    second, report = _views(store, Engine(), 64)
+    docs = sum(1 for r in rows if r["snapshot"] == SNAPSHOTS[0] and r["kept"] and r["split"] is not None)
+    assert report["adopted_records"] == docs and report["tokenized_records"] > 0
+    assert report["tokenized_records"] + report["reused_records"] + report["adopted_records"] == report["records"]
+    segments = {e["snapshot"]: e for e in second.manifest["segments"]}
+    assert [e["snapshot"] for e in second.manifest["segments"]] == sorted(SNAPSHOTS)
+    old = {e["snapshot"]: e for e in first.manifest["segments"]}
+    assert segments[SNAPSHOTS[0]]["key"] == old[SNAPSHOTS[0]]["key"] != segments[SNAPSHOTS[1]]["key"]
+    for table in ("views", "decisions"):
+        for new_name, old_name in zip(segments[SNAPSHOTS[0]]["tables"][table]["files"],
+                                      old[SNAPSHOTS[0]]["tables"][table]["files"], strict=True):
+            assert (second.root / table / new_name).stat().st_ino == (first.root / table / old_name).stat().st_ino
+    assert second.verify() is None  # every adopted file matches the digest the manifest gives it
+    tree = _tree(second.root)
+    fresh, fresh_report = _views(store, Engine(), 64, reuse=False)
+    assert fresh.content_digest == second.content_digest and _tree(fresh.root) == tree
+    assert fresh_report["adopted_records"] == 0
+    assert {k: v for k, v in fresh_report.items() if not k.endswith("_records")} == \
+        {k: v for k, v in report.items() if not k.endswith("_records")}
+
+
+def test_an_adopted_file_of_the_wrong_size_is_refused(tmp_path):
+    from corpus_assets.domain.storage.layer_store import LayerIntegrityError, TableSpec
+    import pyarrow as pa
+
+    store = LayerStore(tmp_path)
+    spec = {"t": TableSpec(pa.schema([("x", pa.int64())]))}
+    with store.new_version("a", "p", spec, {}) as w:
+        w.write("t", [{"x": 1}, {"x": 2}])
+        v = w.commit()
+    f = v.manifest["tables"]["t"]["files"][0]
+    with store.new_version("a", "q", spec, {}) as w:
+        with pytest.raises(LayerIntegrityError, match="bytes"):
+            w.table("t").adopt(v.root / f["path"], rows=2, sha256=f["sha256"], size=f["bytes"] + 1)
+    with store.new_version("a", "q", spec, {}) as w:
+        w.table("t").adopt(v.root / f["path"], rows=2, sha256=f["sha256"], size=f["bytes"])
+        w.write("t", [{"x": 3}])
+        q = w.commit()
+    assert q.read_table("t").column("x").to_pylist() == [1, 2, 3] and q.row_count("t") == 3
+    assert len(q.manifest["tables"]["t"]["files"]) == 2  # the adopted file, then the new rows' own
 
 
 POLICIES = {

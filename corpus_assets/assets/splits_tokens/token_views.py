@@ -87,6 +87,7 @@ def token_views_asset(
             "rejected_by_reason": dg.MetadataValue.json(report["rejected"]),
             "tokenized_records": dg.MetadataValue.int(report["tokenized_records"]),
             "reused_records": dg.MetadataValue.int(report["reused_records"]),
+            "adopted_records": dg.MetadataValue.int(report["adopted_records"]),
             "tokenizer_digest": report["tokenizer_digest"],
             "vocab_size": dg.MetadataValue.int(report["vocab_size"]),
             "policy_version": report["policy_version"],

@@ -7,22 +7,28 @@ each chunk is tokenized by a task on the release engine (``token_views_tasks``),
 batches, and appended in chunk order: memory does not grow with the release and the bytes depend
 neither on the cache, nor on the worker count, chunk size or batch size. Views with the same
 ``cache_key`` in any release's current version are reused (token columns only), streamed into a
-memory-mapped Arrow IPC file beside the partition.
+memory-mapped Arrow IPC file beside the partition. Each snapshot's rows sit in their own part files
+(a segment); a segment whose ``segment_key`` (every input its bytes depend on) matches one stored
+in a current, unpurged version is adopted whole — its files hard-linked, not rebuilt.
 
 Inputs, tables and reuse: docs/tokens.md#token-views-layer
 """
 
 from __future__ import annotations
 
+import hashlib
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from corpus_assets.domain.core.compute import Engine
+from corpus_assets.domain.core.hashing import canonical_json
 from corpus_assets.domain.storage.dir_locks import new_staging_dir, unlock
 from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
 from corpus_assets.domain.tokens.token_views import TokenViewPolicy, cache_key, view_policy_version
@@ -39,9 +45,11 @@ from corpus_assets.domain.tokens.tokenizer import FrozenTokenizer
 from corpus_assets.domain.layers.decisions import DECISIONS_TABLE
 from corpus_assets.domain.layers.registry import CURATED_RECORDS, TOKEN_VIEWS, VIEW_TOKEN_COLUMNS, layer
 
-__all__ = ["TOKEN_VIEWS_LAYER_VERSION", "TOKEN_VIEWS_TABLES", "build_token_views", "frozen_tokenizer_of"]
+__all__ = ["TOKEN_VIEWS_LAYER_VERSION", "TOKEN_VIEWS_TABLES", "build_token_views", "frozen_tokenizer_of", "segment_key"]
 
-TOKEN_VIEWS_LAYER_VERSION = "token-views-layer-4"  # 4: token columns without a Parquet dictionary (3: decisions table)
+# 5: a snapshot's rows in their own part files (adoptable by segment key); 4: token columns
+# without a Parquet dictionary; 3: decisions table
+TOKEN_VIEWS_LAYER_VERSION = "token-views-layer-5"
 
 TOKEN_VIEWS_TABLES = layer(TOKEN_VIEWS).table_specs()
 
@@ -82,13 +90,19 @@ def _reusable_views(
                 continue
             v = store.open_version(TOKEN_VIEWS, release, peeked.version)
             done = pa.array(sorted(seen), pa.string())
-            found_here: set[str] = set()
-            for batch in v.iter_batches("views", batch_size=2048, columns=["cache_key", "variant", *VIEW_TOKEN_COLUMNS]):
-                t = pa.Table.from_batches([batch])
-                t = t.filter(pc.is_in(t.column("cache_key"), value_set=wanted))
+            # the keys first (one narrow column), then only the matching rows' token columns
+            hits, start = [], 0
+            for batch in v.iter_batches("views", batch_size=8192, columns=["cache_key"]):
+                col = batch.column(0)
+                m = pc.fill_null(pc.is_in(col, value_set=wanted), False)
                 if seen:
-                    t = t.filter(pc.invert(pc.is_in(t.column("cache_key"), value_set=done)))
-                if t.num_rows:
+                    m = pc.and_(m, pc.invert(pc.fill_null(pc.is_in(col, value_set=done), False)))
+                hits.append(np.flatnonzero(m.to_numpy(zero_copy_only=False)) + start)
+                start += batch.num_rows
+            positions = np.concatenate(hits) if hits else np.empty(0, np.int64)
+            found_here: set[str] = set()
+            if positions.size:
+                for _, _, t in v.take_rows("views", positions, columns=["cache_key", "variant", *VIEW_TOKEN_COLUMNS]):
                     if writer is None:
                         spill_dir.mkdir(parents=True, exist_ok=True)
                         writer = pa.ipc.new_file(str(path), t.schema)
@@ -114,31 +128,72 @@ class _SnapshotPlan:
         self.keys: list[Optional[str]] = []
 
 
-def _plan_records(store: LayerStore, wanted: dict[str, dict[str, str]], tokenizer_digest: str,
-                  pver: str) -> list[_SnapshotPlan]:
-    """Where every wanted record is (from the ids and stored digests only: no payload parsing)."""
-    plans = []
-    for snap in sorted(wanted):
-        ids = wanted[snap]
-        cur = store.require_current(CURATED_RECORDS, snap)
-        plan = _SnapshotPlan(snap, cur)
-        row = 0
-        for b in cur.iter_batches("records", batch_size=8192, columns=["record_id", "record_sha256"]):
-            for rid, sha in zip(b.column(0).to_pylist(), b.column(1).to_pylist()):
-                split = ids.get(rid)
-                if split is not None:
-                    plan.rows.append(row)
-                    plan.record_ids.append(rid)
-                    plan.splits.append(split)
-                    plan.keys.append(cache_key(sha, tokenizer_digest, pver) if sha else None)
-                row += 1
-        if len(plan.rows) != len(ids):
-            raise ValueError(
-                f"{len(ids) - len(plan.rows)} record(s) of snapshot {snap!r} assigned by splits are missing from its "
-                f"current curated_records version {cur.version}; rebuild the release (dedup_clusters, splits)"
-            )
-        plans.append(plan)
-    return plans
+def _plan_snapshot(snap: str, cur: LayerVersion, ids: dict[str, str], tokenizer_digest: str, pver: str) -> _SnapshotPlan:
+    """Where every wanted record of ``snap`` is (from the ids and stored digests only: no payload parsing)."""
+    plan = _SnapshotPlan(snap, cur)
+    row = 0
+    for b in cur.iter_batches("records", batch_size=8192, columns=["record_id", "record_sha256"]):
+        for rid, sha in zip(b.column(0).to_pylist(), b.column(1).to_pylist()):
+            split = ids.get(rid)
+            if split is not None:
+                plan.rows.append(row)
+                plan.record_ids.append(rid)
+                plan.splits.append(split)
+                plan.keys.append(cache_key(sha, tokenizer_digest, pver) if sha else None)
+            row += 1
+    if len(plan.rows) != len(ids):
+        raise ValueError(
+            f"{len(ids) - len(plan.rows)} record(s) of snapshot {snap!r} assigned by splits are missing from its "
+            f"current curated_records version {cur.version}; rebuild the release (dedup_clusters, splits)"
+        )
+    return plan
+
+
+@dataclass
+class _Segment:
+    """One snapshot's part of the layer: its own part files in both tables, either adopted whole
+    from a stored version built from the same inputs (``adopt``) or built from ``plan``."""
+
+    snapshot: str
+    key: str
+    records: int
+    plan: Optional[_SnapshotPlan] = None
+    adopt: Optional[tuple[str, str, dict]] = None  # (release, version, segment entry) to take the files of
+    tasks: list = field(default_factory=list)
+
+
+def segment_key(snapshot: str, curated: LayerVersion, ids: Mapping[str, str], tokenizer_digest: str, pver: str,
+                store: LayerStore) -> str:
+    """What a snapshot's views and decisions files are a function of: its curated version, which of
+    its records the release keeps in which split, the tokenizer, the view policy, this layer's
+    code and the store's file layout. Equal keys mean byte-identical files (the layer is
+    deterministic), so a later build may adopt them instead of writing them again."""
+    h = hashlib.sha256(canonical_json({
+        "code_version": TOKEN_VIEWS_LAYER_VERSION, "snapshot": snapshot, "curated_version": curated.content_digest,
+        "tokenizer_digest": tokenizer_digest, "policy_version": pver,
+        "layout": [store.rows_per_group, store.bytes_per_group, store.groups_per_file],
+    }))
+    for rid in sorted(ids):
+        h.update(f"{rid}\x00{ids[rid]}\n".encode())
+    return h.hexdigest()
+
+
+def _adoptable_segments(store: LayerStore, release: str, tokenizer_digest: str, pver: str) -> dict[str, tuple[str, str, dict]]:
+    """{segment key: (release, version, entry)} of the current token views of every release (this
+    one first), from their manifests only. A purged version is skipped: its files were rewritten
+    after its segments were recorded."""
+    found: dict[str, tuple[str, str, dict]] = {}
+    for r in [release] + [p for p in store.partitions(TOKEN_VIEWS) if p != release]:
+        peeked = store.peek(TOKEN_VIEWS, r)
+        if peeked is None:
+            continue
+        b = peeked.manifest.get("build_spec", {})
+        if (b.get("code_version") != TOKEN_VIEWS_LAYER_VERSION or b.get("tokenizer_digest") != tokenizer_digest
+                or b.get("policy_version") != pver or b.get("purges")):
+            continue
+        for entry in peeked.manifest.get("segments", []):
+            found.setdefault(entry["key"], (r, peeked.version, entry))
+    return found
 
 
 def build_token_views(
@@ -151,15 +206,19 @@ def build_token_views(
     max_records: int = 1024,
     max_chars: int = 4_000_000,
     reuse: bool = True,
+    adopt: bool = True,
     progress: Optional[Callable[[int, int, int], None]] = None,
     engine: Optional[Engine] = None,
     task_records: int = 2048,
 ) -> tuple[LayerVersion, dict]:
     """Write the release's token views; returns the version and a report (per split, per source,
-    rejected by reason, records tokenized vs reused). Chunks of ``task_records`` records run as
-    tasks on ``engine`` (default: in process); ``max_records`` / ``max_chars`` bound one
-    ``encode_batch`` inside a task. ``progress(records_done, records_total, tokens_done)`` is
-    called after every chunk."""
+    rejected by reason, records tokenized vs reused vs adopted). Each snapshot's rows get their
+    own part files: a snapshot whose inputs are unchanged since a stored build (same
+    ``segment_key``) adopts that build's files (``adopt``, with ``reuse``); the others are cut into
+    chunks of ``task_records`` records run as tasks on ``engine`` (default: in process), reusing
+    cached views row by row (``reuse``); ``max_records`` / ``max_chars`` bound one ``encode_batch``
+    inside a task. ``progress(records_done, records_total, tokens_done)`` is called after every
+    chunk or adopted snapshot."""
     if task_records < 1:
         raise ValueError(f"task_records must be >= 1, got {task_records}")
     engine = engine or Engine()
@@ -167,7 +226,15 @@ def build_token_views(
     pver = view_policy_version(policy)
     wanted, unassigned = _kept_assignments(splits)
     total = sum(len(v) for v in wanted.values())
-    plans = _plan_records(store, wanted, tok.digest, pver)
+    adoptable = _adoptable_segments(store, release, tok.digest, pver) if reuse and adopt else {}
+    segments: list[_Segment] = []
+    for snap in sorted(wanted):
+        cur = store.require_current(CURATED_RECORDS, snap)
+        key = segment_key(snap, cur, wanted[snap], tok.digest, pver, store)
+        seg = _Segment(snap, key, len(wanted[snap]), adopt=adoptable.get(key))
+        if seg.adopt is None:
+            seg.plan = _plan_snapshot(snap, cur, wanted[snap], tok.digest, pver)
+        segments.append(seg)
     del wanted
 
     partition = store.partition_dir(TOKEN_VIEWS, release)
@@ -180,32 +247,35 @@ def build_token_views(
         index: dict[str, list[int]] = {}
         reusable = None
         if reuse:
-            keys = {k for p in plans for k in p.keys if k is not None}
+            keys = {k for s in segments if s.plan is not None for k in s.plan.keys if k is not None}
             cached = _reusable_views(store, tok.digest, pver, keys, work) if keys else None
             if cached is not None:
                 reusable = str(work / "reusable.arrow")
                 for i, k in enumerate(cached.column("cache_key").to_pylist()):
                     index.setdefault(k, []).append(i)
                 cached = None
-        tasks = _write_task_plans(plans, index, work, tok, tokenizer, policy, reusable, task_records,
-                                  max_records, max_chars)
-        del plans, index
-        return _write_views(store, release, policy, tok, pver, tasks, unassigned, total, engine,
+        _write_task_plans(segments, index, work, tok, tokenizer, policy, reusable, task_records, max_records, max_chars)
+        del index
+        return _write_views(store, release, policy, tok, pver, segments, unassigned, total, engine,
                             splits=splits, tokenizer=tokenizer, progress=progress)
     finally:
         shutil.rmtree(work, ignore_errors=True)
         unlock(lock)
 
 
-def _write_task_plans(plans: list[_SnapshotPlan], index: dict[str, list[int]], work: Path, tok: FrozenTokenizer,
+def _write_task_plans(segments: list[_Segment], index: dict[str, list[int]], work: Path, tok: FrozenTokenizer,
                       tokenizer: LayerVersion, policy: TokenViewPolicy, reusable: Optional[str], task_records: int,
-                      max_records: int, max_chars: int) -> list[ViewTask]:
-    """One plan file per chunk of ``task_records`` records of a snapshot, in record order."""
-    tasks: list[ViewTask] = []
-    for p in plans:
+                      max_records: int, max_chars: int) -> None:
+    """One plan file per chunk of ``task_records`` records of a built snapshot, in record order."""
+    n = 0
+    for seg in segments:
+        p = seg.plan
+        if p is None:
+            continue
         for lo in range(0, len(p.rows), task_records):
             hi = min(lo + task_records, len(p.rows))
-            name = work / f"task-{len(tasks):06d}"
+            name = work / f"task-{n:06d}"
+            n += 1
             table = pa.table({
                 "row": pa.array(np.asarray(p.rows[lo:hi], np.int64)),
                 "record_id": pa.array(p.record_ids[lo:hi], pa.string()),
@@ -215,18 +285,21 @@ def _write_task_plans(plans: list[_SnapshotPlan], index: dict[str, list[int]], w
             }, schema=PLAN_SCHEMA)
             with pa.ipc.new_file(f"{name}.plan.arrow", PLAN_SCHEMA) as w:
                 w.write_table(table)
-            tasks.append(ViewTask(plan=f"{name}.plan.arrow", out=str(name), snapshot=p.snapshot, curated=p.curated,
-                                  tokenizer=tokenizer, policy=policy, reusable=reusable, max_records=max_records,
-                                  max_chars=max_chars))
-    return tasks
+            seg.tasks.append(ViewTask(plan=f"{name}.plan.arrow", out=str(name), snapshot=p.snapshot, curated=p.curated,
+                                      tokenizer=tokenizer, policy=policy, reusable=reusable, max_records=max_records,
+                                      max_chars=max_chars))
+        seg.plan = None  # the plan files hold it now
 
 
 def _read_ipc(path: str) -> pa.Table:
     return pa.ipc.open_file(pa.memory_map(path)).read_all()
 
 
+_SEGMENT_TABLES = ("views", DECISIONS_TABLE)
+
+
 def _write_views(store: LayerStore, release: str, policy: TokenViewPolicy, tok: FrozenTokenizer, pver: str,
-                 tasks: list[ViewTask], unassigned: int, total: int, engine: Engine, *,
+                 segments: list[_Segment], unassigned: int, total: int, engine: Engine, *,
                  splits: LayerVersion, tokenizer: LayerVersion,
                  progress: Optional[Callable[[int, int, int], None]]) -> tuple[LayerVersion, dict]:
     stats = ViewStats()
@@ -239,20 +312,65 @@ def _write_views(store: LayerStore, release: str, policy: TokenViewPolicy, tok: 
         "tokenizer_version": tokenizer.content_digest,
     }
     done = 0
+    entries: list[dict] = []
+    tasks = [t for seg in segments for t in seg.tasks]
     with store.new_version(TOKEN_VIEWS, release, TOKEN_VIEWS_TABLES, build_spec) as w:
         # results arrive in task order whatever finished first; one window of files on disk at a time
-        for res in map_in_windows(engine, view_task, tasks, window=max(4, 4 * engine.workers), name="token-views"):
-            if res.views is not None:
-                w.write("views", _read_ipc(res.views))
-            w.write(DECISIONS_TABLE, _read_ipc(res.decisions))
-            remove_files(res.views, res.decisions)
-            stats.merge(res.stats)
-            done += res.records
-            if progress is not None:
-                progress(done, total, stats.tokens)
+        results = map_in_windows(engine, view_task, tasks, window=max(4, 4 * engine.workers), name="token-views")
+        for seg in segments:
+            before = {t: (len(w.table(t).files), w.table(t).rows) for t in _SEGMENT_TABLES}
+            if seg.adopt is not None:
+                seg_stats = _adopt_segment(store, w, seg)
+            else:
+                seg_stats = ViewStats()
+                for _ in seg.tasks:
+                    res = next(results)
+                    if res.views is not None:
+                        w.write("views", _read_ipc(res.views))
+                    w.write(DECISIONS_TABLE, _read_ipc(res.decisions))
+                    remove_files(res.views, res.decisions)
+                    seg_stats.merge(res.stats)
+                    done += res.records
+                    if progress is not None:
+                        progress(done, total, stats.tokens + seg_stats.tokens)
+            tables = {}
+            for t in _SEGMENT_TABLES:
+                w.table(t).end_file()
+                n_files, n_rows = before[t]
+                tables[t] = {"files": [p.name for p in w.table(t).files[n_files:]], "rows": w.table(t).rows - n_rows}
+            entries.append({"snapshot": seg.snapshot, "key": seg.key, "records": seg.records, "tables": tables,
+                            "stats": seg_stats.to_json()})
+            stats.merge(seg_stats)
+            if seg.adopt is not None:
+                done += seg.records
+                if progress is not None:
+                    progress(done, total, stats.tokens)
+        if next(results, None) is not None:
+            raise RuntimeError("token views: more task results than planned chunks")
         report = _report(stats, tok, pver, total, unassigned)
-        version = w.commit(extra_manifest={"report": {k: v for k, v in report.items() if k not in ("tokenized_records", "reused_records")}})
+        counts = ("tokenized_records", "reused_records", "adopted_records")
+        version = w.commit(extra_manifest={"report": {k: v for k, v in report.items() if k not in counts},
+                                           "segments": entries})
     return version, report
+
+
+def _adopt_segment(store: LayerStore, w, seg: _Segment) -> ViewStats:
+    """Link a stored build's files of this snapshot into the new version; its counts come along."""
+    release, version, entry = seg.adopt
+    src = store.open_version(TOKEN_VIEWS, release, version)
+    for t in _SEGMENT_TABLES:
+        listed = {f["path"]: f for f in src.manifest["tables"][t]["files"]}
+        files = entry["tables"][t]["files"]
+        rows = [pq.ParquetFile(src.root / t / name).metadata.num_rows for name in files]
+        if sum(rows) != entry["tables"][t]["rows"]:
+            raise ValueError(f"token views {release}@{version}: segment {seg.snapshot!r} of {t} lists "
+                             f"{entry['tables'][t]['rows']} rows, its files hold {sum(rows)}")
+        for name, n in zip(files, rows):
+            f = listed[f"{t}/{name}"]
+            w.table(t).adopt(src.root / t / name, rows=n, sha256=f["sha256"], size=f["bytes"])
+    stats = ViewStats.from_json(entry["stats"])
+    stats.adopted_records = seg.records
+    return stats
 
 
 def _report(stats: ViewStats, tok: FrozenTokenizer, pver: str, total: int, unassigned: int) -> dict:
@@ -274,4 +392,5 @@ def _report(stats: ViewStats, tok: FrozenTokenizer, pver: str, total: int, unass
         "policy_version": pver,
         "tokenized_records": stats.tokenized_records,
         "reused_records": stats.reused_records,
+        "adopted_records": stats.adopted_records,
     }

@@ -67,6 +67,7 @@ class ViewStats:
     rejected: Counter = field(default_factory=Counter)
     tokenized_records: int = 0
     reused_records: int = 0
+    adopted_records: int = 0  # records of snapshots whose stored files were adopted whole
 
     def add_view(self, split: str, source: str, n: int, labels: int, first_of_record: bool) -> None:
         s = self.splits.setdefault(split, Counter())
@@ -87,6 +88,23 @@ class ViewStats:
         self.rejected.update(other.rejected)
         self.tokenized_records += other.tokenized_records
         self.reused_records += other.reused_records
+        self.adopted_records += other.adopted_records
+
+    def to_json(self) -> dict:
+        """The counts of what was built, as plain JSON with sorted keys (a manifest's per-snapshot
+        segment). How the rows were obtained (tokenized, reused, adopted) is left out: the
+        manifest's bytes must not depend on the cache."""
+        return {
+            "splits": {k: dict(sorted(c.items())) for k, c in sorted(self.splits.items())},
+            "sources": {k: dict(sorted(c.items())) for k, c in sorted(self.sources.items())},
+            "rejected": dict(sorted(self.rejected.items())),
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> "ViewStats":
+        return cls(splits={k: Counter(c) for k, c in d["splits"].items()},
+                   sources={k: Counter(c) for k, c in d["sources"].items()},
+                   rejected=Counter(d["rejected"]))
 
     @property
     def tokens(self) -> int:
