@@ -28,7 +28,7 @@ the way ``corpus`` / the UI launch it:
               ``increment2`` (base + both deltas), in process, nothing to reuse (its own tokenizer,
               trained on its own training split, has a digest no stored view was made with)
 Printed per run: wall clock of the run, the sum of its steps (Dagster's STEP_START -> STEP_SUCCESS)
-and each step; the token views' tokenized / reused counts; the ratios increment / full (target
+and each step; the token views' tokenized / reused / adopted record counts; the ratios increment / full (target
 <= 10%) and increment2 (multiprocess) / increment.
 
 Run:  .venv/bin/python bench/bench_increment.py [--min-chars 600] [--vocab-size 8192] [--seq-len 2048] [--shard-blocks 16]
@@ -138,14 +138,16 @@ def step_times(instance, run_id: str) -> dict[str, float]:
     return out
 
 
-def token_view_counts(instance, run_id: str) -> tuple[int, int]:
+def token_view_counts(instance, run_id: str) -> tuple[int, int, int]:
     import dagster as dg
 
     for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
         m = e.dagster_event.event_specific_data.materialization
         if m.asset_key.path[-1] == "token_views":
-            return m.metadata["tokenized_records"].value, m.metadata["reused_records"].value
-    return -1, -1
+            md = m.metadata
+            return (md["tokenized_records"].value, md["reused_records"].value,
+                    md["adopted_records"].value if "adopted_records" in md else 0)
+    return -1, -1, -1
 
 
 def main() -> None:
@@ -236,7 +238,7 @@ def main() -> None:
         print(f"{step:<18}" + "".join(f"{r['steps'].get(step, float('nan')):>14.2f}" for r in runs.values()))
     print(f"{'sum of steps':<18}" + "".join(f"{sum(r['steps'].values()):>14.2f}" for r in runs.values()))
     print(f"{'run wall':<18}" + "".join(f"{r['wall']:>14.2f}" for r in runs.values()))
-    print(f"{'views tok/reused':<18}" + "".join(f"{'%d/%d' % r['views']:>14}" for r in runs.values()))
+    print(f"{'views tok/reu/ado':<18}" + "".join(f"{'%d/%d/%d' % r['views']:>14}" for r in runs.values()))
     inc, full = runs["increment"], runs["full"]
     print(f"\nincrement / full: wall {inc['wall'] / full['wall']:.1%}, steps {sum(inc['steps'].values()) / sum(full['steps'].values()):.1%} "
           "(target <= 10%)")
@@ -251,7 +253,7 @@ def main() -> None:
 
 def report(label: str, run: dict) -> None:
     top = sorted(run["steps"].items(), key=lambda kv: -kv[1])[:3]
-    print(f"{label}: {run['wall']:.1f} s wall; views tokenized/reused {run['views'][0]}/{run['views'][1]}; slowest "
+    print(f"{label}: {run['wall']:.1f} s wall; views tokenized/reused/adopted {'/'.join(map(str, run['views']))}; slowest "
           + ", ".join(f"{k} {v:.1f} s" for k, v in top), flush=True)
 
 

@@ -47,7 +47,7 @@ from corpus_assets.domain.canonical.records import SCHEMA_VERSIONS, DocumentPayl
 from corpus_assets.domain.tokens.splits_layer import SPLITS_TABLES
 from corpus_assets.domain.pack.shards_layer import SHARDS_TABLES
 from corpus_assets.domain.ingest.sources_config import Governance
-from corpus_assets.domain.tokens.token_views_layer import TOKEN_VIEWS_TABLES
+from corpus_assets.domain.tokens.token_views_layer import TOKEN_VIEWS_LAYER_VERSION, TOKEN_VIEWS_TABLES
 
 GOV = Governance(license="CC-BY-4.0", rights_evidence="https://example.org/license")
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
@@ -207,12 +207,14 @@ def build_release(store: LayerStore, snapshots=(WEB, DUMP, OTHER), release: str 
                       "label_tokens": len(ids), "input_ids": ids, "loss_mask": [1] * len(ids),
                       "offsets": [0, 1] * len(ids), "segments_json": "[]"})
     with store.new_version(TOKEN_VIEWS, release, TOKEN_VIEWS_TABLES,
-                           {"tokenizer_digest": "tok", "policy_version": "pv"}) as w:
+                           {"code_version": TOKEN_VIEWS_LAYER_VERSION, "tokenizer_digest": "tok", "policy_version": "pv"}) as w:
         w.write("views", views)
         w.write("decisions", [{"record_id": v["record_id"], "source_id": v["source_id"], "snapshot": v["snapshot"],
                                "split": "train", "stage": "token_views", "outcome": "accepted", "action": "accept",
                                "reason": "ok", "tokens_out": v["n_tokens"]} for v in views])
-        w.commit(extra_manifest={"report": {"records": len(kept)}})
+        w.commit(extra_manifest={"report": {"records": len(kept)},  # one segment (a snapshot's files, adoptable)
+                                 "segments": [{"snapshot": "all", "key": "seg-all", "records": len(kept),
+                                               "tables": {"views": {"files": ["part-00000.parquet"], "rows": len(views)}}}]})
     with store.new_version(MIXTURE_PLAN, release, MIXTURE_TABLES, {}) as w:
         w.write("plan", [{"position": i, "record_id": rid, "source": info[rid]["source_id"], "repeat": 0, "phase": 0,
                           "n_tokens": 8} for i, rid in enumerate(kept)])

@@ -31,6 +31,7 @@ from corpus_assets.domain.deletion.purge import (
     scan_for_tombstoned,
 )
 from corpus_assets.domain.pack.shards_layer import SHARDS_TABLES
+from corpus_assets.domain.tokens.token_views_layer import _adoptable_segments
 from test_deletion import (
     DUMP,
     DUMP_URI,
@@ -209,6 +210,7 @@ def test_token_view_cache_is_purged(world):
     store, catalog = world
     before = store.current(TOKEN_VIEWS, RELEASE)
     assert "dump:L1" in before.read_table("views").column("record_id").to_pylist()
+    assert set(_adoptable_segments(store, RELEASE, "tok", "pv")) == {"seg-all"}
     rid, _, gen = file_and_resolve(store, catalog, req(kind="record", record_id="dump:L1"))
     ts = tombstones.load_tombstones(catalog)
     out = purge_release_partitions(store, ts, [rid])
@@ -222,6 +224,10 @@ def test_token_view_cache_is_purged(world):
         assert after.manifest["build_spec"][key] == before.manifest["build_spec"][key]
     assert after.manifest["build_spec"]["purges"][-1]["tombstone_generation"] == gen
     assert purge_release_partitions(store, ts, [rid]) == {}
+    # the purge cut its own part files: the segments the old version recorded (files a rebuild may
+    # adopt whole) are gone from the purged manifest, and nothing of it is offered for adoption
+    assert [s["key"] for s in before.manifest["segments"]] == ["seg-all"] and "segments" not in after.manifest
+    assert _adoptable_segments(store, RELEASE, "tok", "pv") == {}
 
 
 def findings_by_asset(findings) -> dict[str, set]:

@@ -40,6 +40,10 @@ DELETED_REASON = "deletion.tombstoned"
 DELETED_STATUS = DELETED_REASON  # raw capture status of a deletion stub
 
 _MANIFEST_KEYS = {"layout_version", "asset", "partition", "version", "content_digest", "tables", "build_spec"}
+# manifest entries that name part files of the version they were written with: a purge cuts its
+# own part files, so they would name files the purged version does not have (token_views'
+# "segments": a purged version is never adopted from, token_views_layer._adoptable_segments)
+_FILE_LAYOUT_KEYS = {"segments"}
 _BATCH = 2048
 
 
@@ -165,7 +169,7 @@ def _rewrite(store: LayerStore, la: Layer, version: LayerVersion, transform: Tra
                 if out.num_rows:
                     w.write(name, out)
             removed[name] = before - rows[name]
-        manifest = {k: v for k, v in version.manifest.items() if k not in _MANIFEST_KEYS}
+        manifest = {k: v for k, v in version.manifest.items() if k not in _MANIFEST_KEYS | _FILE_LAYOUT_KEYS}
         for key, (table, column) in la.manifest_counts.items():
             manifest[key] = dict(sorted(values[(table, column)].items())) if column else rows.get(table, 0)
         manifest["deletion"] = {**purge_info, "from_version": version.content_digest,

@@ -180,8 +180,8 @@ def segment_key(snapshot: str, curated: LayerVersion, ids: Mapping[str, str], to
 
 def _adoptable_segments(store: LayerStore, release: str, tokenizer_digest: str, pver: str) -> dict[str, tuple[str, str, dict]]:
     """{segment key: (release, version, entry)} of the current token views of every release (this
-    one first), from their manifests only. A purged version is skipped: its files were rewritten
-    after its segments were recorded."""
+    one first), from their manifests only. A purged version is skipped: the purge cut its own part
+    files (and drops the ``segments`` entry, ``deletion/purge.py``)."""
     found: dict[str, tuple[str, str, dict]] = {}
     for r in [release] + [p for p in store.partitions(TOKEN_VIEWS) if p != release]:
         peeked = store.peek(TOKEN_VIEWS, r)
