@@ -188,9 +188,10 @@ def test_unchanged_snapshots_adopt_the_stored_files_and_the_bytes_equal_a_fresh_
     docs = sum(1 for r in rows if r["snapshot"] == SNAPSHOTS[0] and r["kept"] and r["split"] is not None)
     assert report["adopted_records"] == docs and report["tokenized_records"] > 0
     assert report["tokenized_records"] + report["reused_records"] + report["adopted_records"] == report["records"]
-    segments = {e["snapshot"]: e for e in second.manifest["segments"]}
-    assert [e["snapshot"] for e in second.manifest["segments"]] == sorted(SNAPSHOTS)
-    old = {e["snapshot"]: e for e in first.manifest["segments"]}
+    # each snapshot fills a row group (64 rows here), so each is a segment of its own
+    assert [e["snapshots"] for e in second.manifest["segments"]] == [[s] for s in sorted(SNAPSHOTS)]
+    segments = {e["snapshots"][0]: e for e in second.manifest["segments"]}
+    old = {e["snapshots"][0]: e for e in first.manifest["segments"]}
     assert segments[SNAPSHOTS[0]]["key"] == old[SNAPSHOTS[0]]["key"] != segments[SNAPSHOTS[1]]["key"]
     for table in ("views", "decisions"):
         for new_name, old_name in zip(segments[SNAPSHOTS[0]]["tables"][table]["files"],
@@ -344,3 +345,50 @@ def test_packer_states_are_the_placement_before_each_sample():
     states = packer_states(lengths, PackingPolicy(seq_len=8), [0, 1, 3])
     # in order: [5] then 7 does not fit -> block 0 sealed, [7] open; 3 does not fit -> [3] open
     assert [(s.sample, s.emitted, s.fills) for s in states] == [(0, 0, ()), (1, 0, (5,)), (3, 2, (3,))]
+
+
+def _small_snapshots_world(home: Path, keys: list[str]) -> LayerStore:
+    """Curated records of many small snapshots (5 records each, fewer than a row group), all kept
+    in train, and the release's tokenizer."""
+    store = LayerStore(home, rows_per_group=64)
+    assignments = []
+    for snap in keys:
+        base = 10 * int(snap[11:13] + snap[14:18])  # from the key (day, hour, minute): ids never depend on the others
+        records = [_record(snap, base + i) for i in range(5)]
+        with store.new_version(CURATED_RECORDS, snap, CURATED_TABLES, {"test": snap}) as w:
+            w.write("records", [record_to_row(r) for r in records])
+            w.commit()
+        assignments += [{"record_id": r.record_id, "source_id": r.source_id, "snapshot": snap, "kept": True,
+                         "group_key": r.group_id, "u": 0.5, "split": "train"} for r in records]
+    with store.new_version(SPLITS, RELEASE, SPLITS_TABLES, {"test": "splits"}) as w:
+        w.write("assignments", assignments)
+        splits = w.commit()
+    if store.current("tokenizer", RELEASE) is None:
+        spec = TokenizerSpec(path=TOKENIZER_JSON, special_tokens=["<|endoftext|>", "<|pad|>"], eos_token="<|endoftext|>")
+        build_tokenizer(store, RELEASE, spec, splits=splits)
+    return store
+
+
+def test_small_snapshots_share_segments_and_a_new_capture_rebuilds_only_its_own(tmp_path):
+    """Hourly captures are small: they share part files (about 16 snapshots a segment, cut where a
+    key's hash says), so the file count does not follow the capture count, and a new capture
+    changes only the segment it lands in — the others are adopted, the bytes are a fresh build's."""
+    keys = [f"docs.202601{d:02d}T{h:02d}0000" for d in range(1, 5) for h in range(24)]  # 96 hourly captures
+    store = _small_snapshots_world(tmp_path / "home", keys)
+    first, _ = _views(store, Engine(), 64, reuse=False)
+    segs = [e["snapshots"] for e in first.manifest["segments"]]
+    assert [s for seg in segs for s in seg] == sorted(keys)  # every snapshot once, in order
+    assert 1 < len(segs) < len(keys) // 4
+    assert len(first.manifest["tables"]["views"]["files"]) == len(segs)
+    # a new capture between two stored ones
+    new = "docs.20260102T013000"
+    store = _small_snapshots_world(tmp_path / "home", sorted(keys + [new]))
+    second, report = _views(store, Engine(), 64)
+    changed = [e for e in second.manifest["segments"] if new in e["snapshots"]]
+    assert len(changed) == 1
+    untouched = sum(e["records"] for e in second.manifest["segments"] if new not in e["snapshots"])
+    assert report["adopted_records"] == untouched > 0
+    assert {e["key"] for e in second.manifest["segments"]} - {e["key"] for e in first.manifest["segments"]} \
+        == {changed[0]["key"]}
+    fresh, _ = _views(store, Engine(), 64, reuse=False)
+    assert fresh.content_digest == second.content_digest and _tree(fresh.root) == _tree(second.root)

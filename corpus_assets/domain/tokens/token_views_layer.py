@@ -7,9 +7,10 @@ each chunk is tokenized by a task on the release engine (``token_views_tasks``),
 batches, and appended in chunk order: memory does not grow with the release and the bytes depend
 neither on the cache, nor on the worker count, chunk size or batch size. Views with the same
 ``cache_key`` in any release's current version are reused (token columns only), streamed into a
-memory-mapped Arrow IPC file beside the partition. Each snapshot's rows sit in their own part files
-(a segment); a segment whose ``segment_key`` (every input its bytes depend on) matches one stored
-in a current, unpurged version is adopted whole — its files hard-linked, not rebuilt.
+memory-mapped Arrow IPC file beside the partition. Consecutive snapshots' rows sit in their own
+part files (a segment: one large snapshot, or a run of small ones cut by key hash); a segment whose
+key (every input its bytes depend on) matches one stored in a current, unpurged version is adopted
+whole — its files hard-linked, not rebuilt.
 
 Inputs, tables and reuse: docs/tokens.md#token-views-layer
 """
@@ -45,9 +46,10 @@ from corpus_assets.domain.tokens.tokenizer import FrozenTokenizer
 from corpus_assets.domain.layers.decisions import DECISIONS_TABLE
 from corpus_assets.domain.layers.registry import CURATED_RECORDS, TOKEN_VIEWS, VIEW_TOKEN_COLUMNS, layer
 
-__all__ = ["TOKEN_VIEWS_LAYER_VERSION", "TOKEN_VIEWS_TABLES", "build_token_views", "frozen_tokenizer_of", "segment_key"]
+__all__ = ["TOKEN_VIEWS_LAYER_VERSION", "TOKEN_VIEWS_TABLES", "build_token_views", "frozen_tokenizer_of", "segment_key",
+           "segment_starts"]
 
-# 5: a snapshot's rows in their own part files (adoptable by segment key); 4: token columns
+# 5: segments of consecutive snapshots in their own part files (adoptable by key); 4: token columns
 # without a Parquet dictionary; 3: decisions table
 TOKEN_VIEWS_LAYER_VERSION = "token-views-layer-5"
 
@@ -149,17 +151,42 @@ def _plan_snapshot(snap: str, cur: LayerVersion, ids: dict[str, str], tokenizer_
     return plan
 
 
+# Small snapshots (fewer wanted records than a row group) share a segment: one starts where a
+# snapshot's key hashes to 0 mod this, so a release over thousands of hourly captures has about
+# this many times fewer part files, and a new capture changes only the segment it lands in.
+SMALL_SNAPSHOTS_PER_SEGMENT = 16
+
+
 @dataclass
 class _Segment:
-    """One snapshot's part of the layer: its own part files in both tables, either adopted whole
-    from a stored version built from the same inputs (``adopt``) or built from ``plan``."""
+    """Consecutive snapshots' part of the layer (one snapshot, or a run of small ones): its own
+    part files in both tables, either adopted whole from a stored version built from the same
+    inputs (``adopt``) or built from ``plans``."""
 
-    snapshot: str
-    key: str
+    snapshots: list[str]
+    keys: list[str]  # each snapshot's segment_key
     records: int
-    plan: Optional[_SnapshotPlan] = None
+    plans: list = field(default_factory=list)  # _SnapshotPlan of each snapshot, when built
     adopt: Optional[tuple[str, str, dict]] = None  # (release, version, segment entry) to take the files of
     tasks: list = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        """The segment's key: its snapshots' keys in order (one snapshot: that snapshot's key)."""
+        if len(self.keys) == 1:
+            return self.keys[0]
+        return hashlib.sha256("\n".join(self.keys).encode()).hexdigest()
+
+
+def segment_starts(snapshot: str, records: int, previous_records: Optional[int], rows_per_group: int) -> bool:
+    """Whether ``snapshot`` opens a new segment. A snapshot that fills a row group on its own, the
+    one after it, and a small snapshot whose key hashes to 0 mod ``SMALL_SNAPSHOTS_PER_SEGMENT``
+    do: each boundary depends only on the snapshot and its predecessor, so adding, changing or
+    removing one snapshot moves at most the boundaries next to it."""
+    if previous_records is None or records >= rows_per_group or previous_records >= rows_per_group:
+        return True
+    h = int.from_bytes(hashlib.sha256(b"corpus-token-views-segment\0" + snapshot.encode()).digest()[:8], "big")
+    return h % SMALL_SNAPSHOTS_PER_SEGMENT == 0
 
 
 def segment_key(snapshot: str, curated: LayerVersion, ids: Mapping[str, str], tokenizer_digest: str, pver: str,
@@ -212,9 +239,9 @@ def build_token_views(
     task_records: int = 2048,
 ) -> tuple[LayerVersion, dict]:
     """Write the release's token views; returns the version and a report (per split, per source,
-    rejected by reason, records tokenized vs reused vs adopted). Each snapshot's rows get their
-    own part files: a snapshot whose inputs are unchanged since a stored build (same
-    ``segment_key``) adopts that build's files (``adopt``, with ``reuse``); the others are cut into
+    rejected by reason, records tokenized vs reused vs adopted). Each segment (``segment_starts``)
+    gets its own part files: a segment whose inputs are unchanged since a stored build (same key)
+    adopts that build's files (``adopt``, with ``reuse``); the others' records are cut into
     chunks of ``task_records`` records run as tasks on ``engine`` (default: in process), reusing
     cached views row by row (``reuse``); ``max_records`` / ``max_chars`` bound one ``encode_batch``
     inside a task. ``progress(records_done, records_total, tokens_done)`` is called after every
@@ -228,14 +255,22 @@ def build_token_views(
     total = sum(len(v) for v in wanted.values())
     adoptable = _adoptable_segments(store, release, tok.digest, pver) if reuse and adopt else {}
     segments: list[_Segment] = []
+    curated: dict[str, LayerVersion] = {}
+    previous: Optional[int] = None
     for snap in sorted(wanted):
-        cur = store.require_current(CURATED_RECORDS, snap)
-        key = segment_key(snap, cur, wanted[snap], tok.digest, pver, store)
-        seg = _Segment(snap, key, len(wanted[snap]), adopt=adoptable.get(key))
+        cur = curated[snap] = store.require_current(CURATED_RECORDS, snap)
+        if segment_starts(snap, len(wanted[snap]), previous, store.rows_per_group):
+            segments.append(_Segment([], [], 0))
+        seg = segments[-1]
+        seg.snapshots.append(snap)
+        seg.keys.append(segment_key(snap, cur, wanted[snap], tok.digest, pver, store))
+        seg.records += len(wanted[snap])
+        previous = len(wanted[snap])
+    for seg in segments:
+        seg.adopt = adoptable.get(seg.key)
         if seg.adopt is None:
-            seg.plan = _plan_snapshot(snap, cur, wanted[snap], tok.digest, pver)
-        segments.append(seg)
-    del wanted
+            seg.plans = [_plan_snapshot(snap, curated[snap], wanted[snap], tok.digest, pver) for snap in seg.snapshots]
+    del wanted, curated
 
     partition = store.partition_dir(TOKEN_VIEWS, release)
     partition.mkdir(parents=True, exist_ok=True)
@@ -247,7 +282,7 @@ def build_token_views(
         index: dict[str, list[int]] = {}
         reusable = None
         if reuse:
-            keys = {k for s in segments if s.plan is not None for k in s.plan.keys if k is not None}
+            keys = {k for s in segments for p in s.plans for k in p.keys if k is not None}
             cached = _reusable_views(store, tok.digest, pver, keys, work) if keys else None
             if cached is not None:
                 reusable = str(work / "reusable.arrow")
@@ -269,26 +304,24 @@ def _write_task_plans(segments: list[_Segment], index: dict[str, list[int]], wor
     """One plan file per chunk of ``task_records`` records of a built snapshot, in record order."""
     n = 0
     for seg in segments:
-        p = seg.plan
-        if p is None:
-            continue
-        for lo in range(0, len(p.rows), task_records):
-            hi = min(lo + task_records, len(p.rows))
-            name = work / f"task-{n:06d}"
-            n += 1
-            table = pa.table({
-                "row": pa.array(np.asarray(p.rows[lo:hi], np.int64)),
-                "record_id": pa.array(p.record_ids[lo:hi], pa.string()),
-                "split": pa.array(p.splits[lo:hi], pa.string()),
-                "cached": pa.array([index.get(k) if k is not None else None for k in p.keys[lo:hi]],
-                                   pa.list_(pa.int64())),
-            }, schema=PLAN_SCHEMA)
-            with pa.ipc.new_file(f"{name}.plan.arrow", PLAN_SCHEMA) as w:
-                w.write_table(table)
-            seg.tasks.append(ViewTask(plan=f"{name}.plan.arrow", out=str(name), snapshot=p.snapshot, curated=p.curated,
-                                      tokenizer=tokenizer, policy=policy, reusable=reusable, max_records=max_records,
-                                      max_chars=max_chars))
-        seg.plan = None  # the plan files hold it now
+        for p in seg.plans:
+            for lo in range(0, len(p.rows), task_records):
+                hi = min(lo + task_records, len(p.rows))
+                name = work / f"task-{n:06d}"
+                n += 1
+                table = pa.table({
+                    "row": pa.array(np.asarray(p.rows[lo:hi], np.int64)),
+                    "record_id": pa.array(p.record_ids[lo:hi], pa.string()),
+                    "split": pa.array(p.splits[lo:hi], pa.string()),
+                    "cached": pa.array([index.get(k) if k is not None else None for k in p.keys[lo:hi]],
+                                       pa.list_(pa.int64())),
+                }, schema=PLAN_SCHEMA)
+                with pa.ipc.new_file(f"{name}.plan.arrow", PLAN_SCHEMA) as w:
+                    w.write_table(table)
+                seg.tasks.append(ViewTask(plan=f"{name}.plan.arrow", out=str(name), snapshot=p.snapshot, curated=p.curated,
+                                          tokenizer=tokenizer, policy=policy, reusable=reusable, max_records=max_records,
+                                          max_chars=max_chars))
+        seg.plans = []  # the plan files hold them now
 
 
 def _read_ipc(path: str) -> pa.Table:
@@ -338,7 +371,7 @@ def _write_views(store: LayerStore, release: str, policy: TokenViewPolicy, tok: 
                 w.table(t).end_file()
                 n_files, n_rows = before[t]
                 tables[t] = {"files": [p.name for p in w.table(t).files[n_files:]], "rows": w.table(t).rows - n_rows}
-            entries.append({"snapshot": seg.snapshot, "key": seg.key, "records": seg.records, "tables": tables,
+            entries.append({"snapshots": seg.snapshots, "key": seg.key, "records": seg.records, "tables": tables,
                             "stats": seg_stats.to_json()})
             stats.merge(seg_stats)
             if seg.adopt is not None:
@@ -363,7 +396,7 @@ def _adopt_segment(store: LayerStore, w, seg: _Segment) -> ViewStats:
         files = entry["tables"][t]["files"]
         rows = [pq.ParquetFile(src.root / t / name).metadata.num_rows for name in files]
         if sum(rows) != entry["tables"][t]["rows"]:
-            raise ValueError(f"token views {release}@{version}: segment {seg.snapshot!r} of {t} lists "
+            raise ValueError(f"token views {release}@{version}: segment {seg.snapshots!r} of {t} lists "
                              f"{entry['tables'][t]['rows']} rows, its files hold {sum(rows)}")
         for name, n in zip(files, rows):
             f = listed[f"{t}/{name}"]
