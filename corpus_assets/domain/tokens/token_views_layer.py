@@ -72,6 +72,19 @@ def _kept_assignments(splits: LayerVersion) -> tuple[dict[str, dict[str, str]], 
     return wanted, unassigned
 
 
+def _current_views_with(store: LayerStore, tokenizer_digest: str, policy_version: str,
+                        releases: list[str]):
+    """(release, peeked current version) of each of ``releases`` whose token views were made with
+    this tokenizer and view policy — from the manifests only (nothing downloaded yet)."""
+    for release in releases:
+        peeked = store.peek(TOKEN_VIEWS, release)
+        if peeked is None:
+            continue
+        b = peeked.manifest.get("build_spec", {})
+        if b.get("tokenizer_digest") == tokenizer_digest and b.get("policy_version") == policy_version:
+            yield release, peeked
+
+
 def _reusable_views(
     store: LayerStore, tokenizer_digest: str, policy_version: str, keys: set[str], spill_dir: Path
 ) -> Optional[pa.Table]:
@@ -83,13 +96,8 @@ def _reusable_views(
     path = spill_dir / "reusable.arrow"
     writer = None
     try:
-        for release in store.partitions(TOKEN_VIEWS):
-            peeked = store.peek(TOKEN_VIEWS, release)  # manifest first: only matching views are fetched
-            if peeked is None:
-                continue
-            b = peeked.manifest.get("build_spec", {})
-            if b.get("tokenizer_digest") != tokenizer_digest or b.get("policy_version") != policy_version:
-                continue
+        # manifests first: only matching views are fetched
+        for release, peeked in _current_views_with(store, tokenizer_digest, policy_version, store.partitions(TOKEN_VIEWS)):
             v = store.open_version(TOKEN_VIEWS, release, peeked.version)
             done = pa.array(sorted(seen), pa.string())
             # the keys first (one narrow column), then only the matching rows' token columns
@@ -210,13 +218,10 @@ def _adoptable_segments(store: LayerStore, release: str, tokenizer_digest: str, 
     one first), from their manifests only. A purged version is skipped: the purge cut its own part
     files (and drops the ``segments`` entry, ``deletion/purge.py``)."""
     found: dict[str, tuple[str, str, dict]] = {}
-    for r in [release] + [p for p in store.partitions(TOKEN_VIEWS) if p != release]:
-        peeked = store.peek(TOKEN_VIEWS, r)
-        if peeked is None:
-            continue
-        b = peeked.manifest.get("build_spec", {})
-        if (b.get("code_version") != TOKEN_VIEWS_LAYER_VERSION or b.get("tokenizer_digest") != tokenizer_digest
-                or b.get("policy_version") != pver or b.get("purges")):
+    order = [release] + [p for p in store.partitions(TOKEN_VIEWS) if p != release]
+    for r, peeked in _current_views_with(store, tokenizer_digest, pver, order):
+        b = peeked.manifest["build_spec"]
+        if b.get("code_version") != TOKEN_VIEWS_LAYER_VERSION or b.get("purges"):
             continue
         for entry in peeked.manifest.get("segments", []):
             found.setdefault(entry["key"], (r, peeked.version, entry))
@@ -245,7 +250,7 @@ def build_token_views(
     chunks of ``task_records`` records run as tasks on ``engine`` (default: in process), reusing
     cached views row by row (``reuse``); ``max_records`` / ``max_chars`` bound one ``encode_batch``
     inside a task. ``progress(records_done, records_total, tokens_done)`` is called after every
-    chunk or adopted snapshot."""
+    chunk or adopted segment."""
     if task_records < 1:
         raise ValueError(f"task_records must be >= 1, got {task_records}")
     engine = engine or Engine()
@@ -388,7 +393,7 @@ def _write_views(store: LayerStore, release: str, policy: TokenViewPolicy, tok: 
 
 
 def _adopt_segment(store: LayerStore, w, seg: _Segment) -> ViewStats:
-    """Link a stored build's files of this snapshot into the new version; its counts come along."""
+    """Link a stored build's files of this segment into the new version; its counts come along."""
     release, version, entry = seg.adopt
     src = store.open_version(TOKEN_VIEWS, release, version)
     for t in _SEGMENT_TABLES:

@@ -67,7 +67,7 @@ class ViewStats:
     rejected: Counter = field(default_factory=Counter)
     tokenized_records: int = 0
     reused_records: int = 0
-    adopted_records: int = 0  # records of snapshots whose stored files were adopted whole
+    adopted_records: int = 0  # records of segments whose stored files were adopted whole
 
     def add_view(self, split: str, source: str, n: int, labels: int, first_of_record: bool) -> None:
         s = self.splits.setdefault(split, Counter())
@@ -91,8 +91,8 @@ class ViewStats:
         self.adopted_records += other.adopted_records
 
     def to_json(self) -> dict:
-        """The counts of what was built, as plain JSON with sorted keys (a manifest's per-snapshot
-        segment). How the rows were obtained (tokenized, reused, adopted) is left out: the
+        """The counts of what was built, as plain JSON with sorted keys (a manifest's segment
+        entry). How the rows were obtained (tokenized, reused, adopted) is left out: the
         manifest's bytes must not depend on the cache."""
         return {
             "splits": {k: dict(sorted(c.items())) for k, c in sorted(self.splits.items())},
