@@ -19,7 +19,13 @@ Each side times ``build_token_views`` (``reuse=False``: every record is tokenize
 ``build_packed_shards`` called directly over a ``LayerStore``; the mixture plan is built between
 them (not timed, identical on both sides). Tokenizers' own Rust threads are pinned before anything
 is imported: ``RAYON_NUM_THREADS=1``, ``TOKENIZERS_PARALLELISM=false`` (the worker processes
-inherit the environment; the bench asks them and prints what they report). The outputs are
+inherit the environment; the bench asks them and prints what they report). Arrow's CPU pool (Parquet
+decoding and encoding) is pinned the same way: Dask's nanny starts every worker process with
+``OMP_NUM_THREADS=1``, which Arrow reads for its pool size, so each worker decodes with one thread;
+the 1-worker side runs its tasks in this process, whose pool would otherwise have a thread per core
+(2 here) and make "1 worker" use both cores while Parquet is decoded. ``--arrow-threads N`` sets
+this process's pool to N threads on both sides (default 1, as the workers have; 0 leaves Arrow's
+default, what a user switching ``CORPUS_RELEASE_WORKERS`` from 1 to 2 sees). The outputs are
 compared file by file (sha256 of every file of the token_views version, every shard file and the
 packed_shards version). Prints seconds per step and side, the speedup (1 worker / 2 workers) and
 the load average before and after each side.
@@ -27,7 +33,7 @@ the load average before and after each side.
 With ``--rounds R`` the sides alternate R times (each on a fresh copy) and the best time per side
 and step is reported (the machine may be shared); every run's files must be identical.
 
-Run:  nice -n 5 .venv/bin/python bench/bench_release_parallel.py [--copies 2] [--draws 3] [--rounds 1] [--workdir DIR]
+Run:  nice -n 5 .venv/bin/python bench/bench_release_parallel.py [--copies 2] [--draws 3] [--rounds 1] [--arrow-threads 1] [--workdir DIR]
 """
 
 from __future__ import annotations
@@ -112,7 +118,13 @@ def build_world(home: Path, copies: int) -> dict:
             "vocab_size": frozen.vocab_size, "tokenizer_digest": frozen.digest}
 
 
-def run_side(home: Path, workers: int, world: dict, draws: int) -> dict:
+def _arrow_threads(_=None) -> int:
+    import pyarrow as pa
+
+    return pa.cpu_count()
+
+
+def run_side(home: Path, workers: int, world: dict, draws: int, arrow_threads: int) -> dict:
     from corpus_assets.domain.core.compute import Engine
     from corpus_assets.domain.layers.registry import SPLITS as SPLITS_LAYER, TOKENIZER, TOKEN_VIEWS
     from corpus_assets.domain.pack.mixture import MixtureSpec
@@ -132,6 +144,10 @@ def run_side(home: Path, workers: int, world: dict, draws: int) -> dict:
     if workers > 1:
         pinned = sorted(set(zip(engine.map(os.getenv, ["RAYON_NUM_THREADS"] * 4 * workers, name="env"),
                                 engine.map(os.getenv, ["TOKENIZERS_PARALLELISM"] * 4 * workers, name="env"))))
+    import pyarrow as pa
+
+    pa.set_cpu_count(arrow_threads or os.cpu_count() or 1)  # this process's pool (the 1-worker side's tasks run here)
+    arrow = sorted(set(engine.map(_arrow_threads, range(4 * workers), name="arrow"))) if workers > 1 else [pa.cpu_count()]
     store = LayerStore(home)
     load0 = _load()
     t0 = time.perf_counter()
@@ -149,7 +165,7 @@ def run_side(home: Path, workers: int, world: dict, draws: int) -> dict:
     t_pack = time.perf_counter() - t1
     load1 = _load()
     return {
-        "workers": workers, "engine": engine.describe(), "pinned": pinned, "views_s": t_views, "pack_s": t_pack,
+        "workers": workers, "engine": engine.describe(), "pinned": pinned, "arrow": arrow, "views_s": t_views, "pack_s": t_pack,
         "load": f"{load0} -> {load1}", "tokens": vreport["tokens"], "views": vreport["views"],
         "packed_tokens": sum(s.get("input_tokens", 0) for s in sreport["splits"].values()),
         "blocks": sum(s.get("blocks", 0) for s in sreport["splits"].values()),
@@ -165,6 +181,8 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=3, help="mixture draws per training record")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--rounds", type=int, default=1, help="alternating rounds (1 worker, then 2); best per side reported")
+    ap.add_argument("--arrow-threads", type=int, default=1,
+                    help="Arrow CPU pool of this process on both sides (default 1, as Dask gives each worker; 0: Arrow's default)")
     args = ap.parse_args()
 
     import numpy as np
@@ -182,10 +200,10 @@ def main() -> None:
             home = work / f"home-{workers}"
             shutil.rmtree(home, ignore_errors=True)
             shutil.copytree(work / "world", home)
-            s = run_side(home, workers, world, args.draws)
+            s = run_side(home, workers, world, args.draws, args.arrow_threads)
             runs[workers].append(s)
             print(f"round {r}, {workers} worker(s): token_views {s['views_s']:.1f}s, packed_shards {s['pack_s']:.1f}s "
-                  f"(load {s['load']}; tokenizer threads {s['pinned']})", flush=True)
+                  f"(load {s['load']}; tokenizer threads {s['pinned']}; Arrow threads {s['arrow']})", flush=True)
     best = {w: {k: min(x[k] for x in rs) for k in ("views_s", "pack_s")} for w, rs in runs.items()}
     a, b = dict(runs[1][-1], **best[1]), dict(runs[2][-1], **best[2])
     ref = runs[1][0]

@@ -240,9 +240,13 @@ class SpooledViews:
         tokens straight into the maps at its own offsets and returns only its records: the
         parent appends record columns, never token bytes."""
         files = [str(p) for p in token_views.table_files("views")]
-        groups = [(fi, g) for fi, p in enumerate(files) for g in range(pq.ParquetFile(p).num_row_groups)]
-        per = max(1, -(-len(groups) // max(1, 4 * engine.workers)))
-        ranges = [tuple(groups[k:k + per]) for k in range(0, len(groups), per)]
+        groups, sizes = [], []
+        for fi, p in enumerate(files):
+            meta = pq.ParquetFile(p).metadata
+            for g in range(meta.num_row_groups):
+                groups.append((fi, g))
+                sizes.append(meta.row_group(g).total_byte_size)
+        ranges = balanced_ranges(groups, sizes, 8 * engine.workers)  # small enough that workers finish together
         tokens = _range_tokens(files, ranges, names)  # (ranges, splits) packable tokens
         starts = np.cumsum(tokens, axis=0) - tokens
         totals = tokens.sum(axis=0)
@@ -297,6 +301,32 @@ class SpooledViews:
     def remove(self) -> None:
         self.splits.clear()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def balanced_ranges(items: list, sizes: list[int], n: int) -> list[tuple]:
+    """``items`` cut into at most ``n`` runs of consecutive items of about equal total size (each
+    cut at the item boundary nearest its share of the running size), so the last task a worker
+    picks up is not one range twice the others. The spool's files do not depend on the cut."""
+    if not items:
+        return []
+    ends = np.cumsum(np.asarray(sizes, dtype=np.float64))
+    if ends[-1] <= 0:
+        ends = np.arange(1, len(items) + 1, dtype=np.float64)
+    n = max(1, min(n, len(items)))
+    cuts = {len(items)}
+    for target in ends[-1] * np.arange(1, n) / n:
+        i = int(np.searchsorted(ends, target, side="left"))
+        if i > 0 and target - ends[i - 1] <= ends[i] - target:
+            i -= 1
+        cuts.add(i + 1)
+    cuts = sorted(cuts)
+    out, lo = [], 0
+    for hi in cuts:
+        hi = min(hi, len(items))
+        if hi > lo:
+            out.append(tuple(items[lo:hi]))
+            lo = hi
+    return out
 
 
 def _packable(variants: list) -> np.ndarray:
