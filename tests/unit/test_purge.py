@@ -31,7 +31,7 @@ from corpus_assets.domain.deletion.purge import (
     scan_for_tombstoned,
 )
 from corpus_assets.domain.pack.shards_layer import SHARDS_TABLES
-from corpus_assets.domain.tokens.token_views_layer import _adoptable_segments
+from corpus_assets.domain.tokens.token_views_layer import _adoptable_segments, _current_views_with
 from test_deletion import (
     DUMP,
     DUMP_URI,
@@ -210,7 +210,7 @@ def test_token_view_cache_is_purged(world):
     store, catalog = world
     before = store.current(TOKEN_VIEWS, RELEASE)
     assert "dump:L1" in before.read_table("views").column("record_id").to_pylist()
-    assert set(_adoptable_segments(store, RELEASE, "tok", "pv")) == {"seg-all"}
+    assert set(_adoptable_segments(RELEASE, list(_current_views_with(store, "tok", "pv", store.partitions(TOKEN_VIEWS))))) == {"seg-all"}
     rid, _, gen = file_and_resolve(store, catalog, req(kind="record", record_id="dump:L1"))
     ts = tombstones.load_tombstones(catalog)
     out = purge_release_partitions(store, ts, [rid])
@@ -227,7 +227,7 @@ def test_token_view_cache_is_purged(world):
     # the purge cut its own part files: the segments the old version recorded (files a rebuild may
     # adopt whole) are gone from the purged manifest, and nothing of it is offered for adoption
     assert [s["key"] for s in before.manifest["segments"]] == ["seg-all"] and "segments" not in after.manifest
-    assert _adoptable_segments(store, RELEASE, "tok", "pv") == {}
+    assert _adoptable_segments(RELEASE, list(_current_views_with(store, "tok", "pv", store.partitions(TOKEN_VIEWS)))) == {}
 
 
 def findings_by_asset(findings) -> dict[str, set]:

@@ -1091,7 +1091,7 @@ def _find_ssns(text: str, config: PiiConfig) -> Iterable[tuple[int, int]]:
     if len(low) != len(text):  # keep the offsets (a few characters lower-case to two)
         low = text.translate(_ASCII_LOWER)
     for m in _SSN_CAND.finditer(text):
-        area, sep, group, serial = m.group(1), m.group(2), m.group(3), m.group(4)
+        area, group, serial = m.group(1), m.group(3), m.group(4)  # group 2: the separator
         if area in ("000", "666") or group == "00" or serial == "0000":
             continue
         s, e = m.span()

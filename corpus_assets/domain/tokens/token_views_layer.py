@@ -86,9 +86,10 @@ def _current_views_with(store: LayerStore, tokenizer_digest: str, policy_version
 
 
 def _reusable_views(
-    store: LayerStore, tokenizer_digest: str, policy_version: str, keys: set[str], spill_dir: Path
+    store: LayerStore, matching: list[tuple[str, LayerVersion]], keys: set[str], spill_dir: Path
 ) -> Optional[pa.Table]:
-    """Rows of earlier token views (any release) whose cache_key is in ``keys``, token columns
+    """Rows of earlier token views (``matching``: the releases' current versions made with this
+    tokenizer and policy, ``_current_views_with``) whose cache_key is in ``keys``, token columns
     only — spilled to an Arrow IPC file in ``spill_dir`` and returned memory-mapped. The first
     release (in partition order) holding a key supplies all of its rows (both preference views)."""
     wanted = pa.array(sorted(keys), pa.string())
@@ -97,7 +98,7 @@ def _reusable_views(
     writer = None
     try:
         # manifests first: only matching views are fetched
-        for release, peeked in _current_views_with(store, tokenizer_digest, policy_version, store.partitions(TOKEN_VIEWS)):
+        for release, peeked in matching:
             v = store.open_version(TOKEN_VIEWS, release, peeked.version)
             done = pa.array(sorted(seen), pa.string())
             # the keys first (one narrow column), then only the matching rows' token columns
@@ -213,13 +214,12 @@ def segment_key(snapshot: str, curated: LayerVersion, ids: Mapping[str, str], to
     return h.hexdigest()
 
 
-def _adoptable_segments(store: LayerStore, release: str, tokenizer_digest: str, pver: str) -> dict[str, tuple[str, str, dict]]:
-    """{segment key: (release, version, entry)} of the current token views of every release (this
-    one first), from their manifests only. A purged version is skipped: the purge cut its own part
-    files (and drops the ``segments`` entry, ``deletion/purge.py``)."""
+def _adoptable_segments(release: str, matching: list[tuple[str, LayerVersion]]) -> dict[str, tuple[str, str, dict]]:
+    """{segment key: (release, version, entry)} of the current token views in ``matching`` (this
+    release first), from their manifests only. A purged version is skipped: the purge cut its own
+    part files (and drops the ``segments`` entry, ``deletion/purge.py``)."""
     found: dict[str, tuple[str, str, dict]] = {}
-    order = [release] + [p for p in store.partitions(TOKEN_VIEWS) if p != release]
-    for r, peeked in _current_views_with(store, tokenizer_digest, pver, order):
+    for r, peeked in sorted(matching, key=lambda m: m[0] != release):  # stable: partition order after it
         b = peeked.manifest["build_spec"]
         if b.get("code_version") != TOKEN_VIEWS_LAYER_VERSION or b.get("purges"):
             continue
@@ -258,7 +258,9 @@ def build_token_views(
     pver = view_policy_version(policy)
     wanted, unassigned = _kept_assignments(splits)
     total = sum(len(v) for v in wanted.values())
-    adoptable = _adoptable_segments(store, release, tok.digest, pver) if reuse and adopt else {}
+    # one scan of the manifests serves both the segment adoption and the row-by-row reuse
+    matching = list(_current_views_with(store, tok.digest, pver, store.partitions(TOKEN_VIEWS))) if reuse else []
+    adoptable = _adoptable_segments(release, matching) if adopt else {}
     segments: list[_Segment] = []
     curated: dict[str, LayerVersion] = {}
     previous: Optional[int] = None
@@ -288,7 +290,7 @@ def build_token_views(
         reusable = None
         if reuse:
             keys = {k for s in segments for p in s.plans for k in p.keys if k is not None}
-            cached = _reusable_views(store, tok.digest, pver, keys, work) if keys else None
+            cached = _reusable_views(store, matching, keys, work) if keys else None
             if cached is not None:
                 reusable = str(work / "reusable.arrow")
                 for i, k in enumerate(cached.column("cache_key").to_pylist()):
