@@ -41,3 +41,20 @@ def test_local_cluster_workers_keep_glibc_adaptive_malloc():
     engine's workers must not get it, but keep Dask's thread caps."""
     out = Engine(workers=2).map(os.getenv, ["MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS"], name="env")
     assert out == [os.environ.get("MALLOC_TRIM_THRESHOLD_"), "1"]
+
+
+def test_a_script_without_a_main_guard_gets_a_clear_error_not_a_rerun(tmp_path):
+    """Spawned workers import the main module again: a script that builds at module level would
+    run its work a second time in every worker (real_pages_lifecycle.py once wiped CORPUS_HOME so).
+    The error names the cause and the way out instead of Dask's "Nanny failed to start"."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "build_at_module_level.py"
+    script.write_text(
+        "from corpus_assets.domain.core.compute import Engine\n"
+        "print(Engine(workers=2).map(abs, [-1, -2], name='abs'))\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode != 0
+    assert 'if __name__ == "__main__":' in done.stderr and "CORPUS_RELEASE_WORKERS=1" in done.stderr
+    assert "[1, 2]" not in done.stdout

@@ -118,18 +118,26 @@ class Engine:
             key = (self.workers, self.memory_limit)
             client = _local_clients.get(key)
             if client is None or client.status not in ("running", "connecting"):
-                with local_worker_environ():
-                    cluster = LocalCluster(
-                        n_workers=self.workers,
-                        threads_per_worker=1,
-                        processes=True,
-                        host="127.0.0.1",
-                        # the scheduler's HTTP server (health, metrics) starts even without a dashboard;
-                        # a free port, so a second cluster on the machine does not warn about 8787
-                        dashboard_address="127.0.0.1:0",
-                        memory_limit=self.memory_limit,
-                        silence_logs=40,
-                    )
+                try:
+                    with local_worker_environ():
+                        cluster = LocalCluster(
+                            n_workers=self.workers,
+                            threads_per_worker=1,
+                            processes=True,
+                            host="127.0.0.1",
+                            # the scheduler's HTTP server (health, metrics) starts even without a dashboard;
+                            # a free port, so a second cluster on the machine does not warn about 8787
+                            dashboard_address="127.0.0.1:0",
+                            memory_limit=self.memory_limit,
+                            silence_logs=40,
+                        )
+                except RuntimeError as exc:  # Dask says only "Nanny failed to start"
+                    raise RuntimeError(
+                        f"the release engine could not start a LocalCluster of {self.workers} worker processes "
+                        f"({exc}). Worker processes are spawned and import the main module again: a script "
+                        f"that builds releases must do its work under `if __name__ == \"__main__\":`. "
+                        f"Otherwise see the workers' error above, or set {RELEASE_WORKERS_ENV}=1 to build "
+                        f"in process.") from exc
                 client = Client(cluster, set_as_default=False)
                 _local_clients[key] = client
             return client
