@@ -42,6 +42,12 @@ def test_column_built_tables_match_row_built_ones():
                                         detail=["", ""])
     assert by_columns.equals(decisions_table(rows))
     assert outcome_counts(by_columns) == {"accepted": 1, "quarantined": 1}
+    by_arrow_action = decisions_from_columns(2, stage="splits", action=pa.chunked_array([["accept"], ["quarantine"]]),
+                                             reason=pa.array(["ok", "splits.group_conflict"]), record_id=["a", "b"],
+                                             split=["train", None], policy_version="p", detail="")
+    assert by_arrow_action.equals(decisions_table(rows))
+    with pytest.raises(ValueError, match=r"unknown actions \['keep'\]"):
+        decisions_from_columns(2, stage="s", action=pa.array(["accept", "keep"]))
     with pytest.raises(ValueError, match="outcome follows"):
         decisions_from_columns(1, stage="s", action="accept", outcome="rejected")
     with pytest.raises(ValueError, match="unknown actions"):

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Optional
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from corpus_assets.domain.core.reasons import Outcome
 
@@ -87,11 +88,19 @@ def decisions_from_columns(n: int, **columns: Any) -> pa.Table:
     action = columns.get("action")
     if action is None:
         raise ValueError("decisions: an action is required")
-    actions = [action] * n if isinstance(action, str) else list(action)
-    bad = sorted(set(actions) - set(OUTCOME_OF_ACTION))
+    if isinstance(action, str):
+        actions, outcome = [action], OUTCOME_OF_ACTION.get(action)
+    elif isinstance(action, (pa.Array, pa.ChunkedArray)):  # a column: mapped in Arrow, no row objects
+        actions = pc.unique(action).to_pylist()
+        known = pa.array(list(OUTCOME_OF_ACTION), pa.string())
+        outcome = pa.array(list(OUTCOME_OF_ACTION.values()), pa.string()).take(pc.index_in(action.cast(pa.string()), known))
+    else:
+        actions = list(action)
+        outcome = [OUTCOME_OF_ACTION.get(a) for a in actions]
+    bad = sorted({a for a in actions if a not in OUTCOME_OF_ACTION}, key=str)
     if bad:
         raise ValueError(f"decisions: unknown actions {bad}")
-    columns = dict(columns, outcome=[OUTCOME_OF_ACTION[a] for a in actions])
+    columns = dict(columns, outcome=outcome)
     columns.setdefault("reason", OK)
     arrays = []
     for field in DECISIONS_SCHEMA:
@@ -109,8 +118,6 @@ def decisions_from_columns(n: int, **columns: Any) -> pa.Table:
 
 
 def outcome_counts(table: pa.Table) -> dict[str, int]:
-    import pyarrow.compute as pc
-
     if table.num_rows == 0:
         return {}
     return {str(r["values"]): int(r["counts"]) for r in pc.value_counts(table.column("outcome")).to_pylist()}

@@ -282,6 +282,24 @@ class Conflict:
         }
 
 
+def split_row(target: float, sizes: Sequence[int], n_records: int, n_group_slots: int) -> dict:
+    """One split's line of the report: records, groups and their sizes against the target share
+    (``sizes``: records per group in the split; shares are over every assigned record / group)."""
+    rec = sum(sizes)
+    row = {
+        "target": target,
+        "records": rec,
+        "record_share": rec / n_records if n_records else 0.0,
+        "groups": len(sizes),
+        "group_share": len(sizes) / n_group_slots if n_group_slots else 0.0,
+        "mean_group_size": rec / len(sizes) if sizes else 0.0,
+        "weighted_group_size": sum(m * m for m in sizes) / rec if rec else 0.0,
+        "max_group_size": max(sizes, default=0),
+    }
+    row["record_share_drift"] = row["record_share"] - row["target"]
+    return row
+
+
 @dataclass
 class SplitAssignment:
     split: dict[str, str]  # record_id -> split name (quarantined records are absent)
@@ -316,17 +334,7 @@ class SplitAssignment:
         for name in self.policy.names:
             sizes = list(members[name].values())
             rec = sum(sizes)
-            row = {
-                "target": targets[name],
-                "records": rec,
-                "record_share": rec / n_records if n_records else 0.0,
-                "groups": len(sizes),
-                "group_share": len(sizes) / n_group_slots if n_group_slots else 0.0,
-                "mean_group_size": rec / len(sizes) if sizes else 0.0,
-                "weighted_group_size": sum(m * m for m in sizes) / rec if rec else 0.0,
-                "max_group_size": max(sizes, default=0),
-            }
-            row["record_share_drift"] = row["record_share"] - row["target"]
+            row = split_row(targets[name], sizes, n_records, n_group_slots)
             if tokens is not None:
                 row["tokens"] = split_tokens[name]
                 row["token_share"] = split_tokens[name] / total_tokens if total_tokens else 0.0

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import Optional
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
+from corpus_assets.domain.tokens.split_columns import assign_columns, leakage_group_column
 from corpus_assets.domain.tokens.splits import SplitPolicy, assign, leakage_groups, split_policy_version, unit_interval
 from corpus_assets.domain.layers.decisions import DECISIONS_TABLE, decisions_from_columns
 from corpus_assets.domain.layers.registry import CURATED_RECORDS, SPLITS, layer
@@ -31,30 +33,30 @@ def build_splits(
     previous: Optional[dict[str, str]] = None,
 ) -> tuple[LayerVersion, dict]:
     clusters = dedup.read_table("clusters", columns=["record_id", "source_id", "snapshot", "kind", "group_id"])
-    ids = clusters.column("record_id").to_pylist()
-    # declared groups come from the curated records of each snapshot the release used
-    declared: dict[str, str] = {}
-    for snap in sorted(set(clusters.column("snapshot").to_pylist())):
-        cur = store.require_current(CURATED_RECORDS, snap)
-        for b in cur.iter_batches("records", batch_size=65536, columns=["record_id", "group_id"]):
-            declared.update(zip(b.column(0).to_pylist(), b.column(1).to_pylist()))
-    keys = leakage_groups(ids, [declared.get(i) for i in ids], clusters.column("group_id").to_pylist())
-    del declared
-    result = assign(ids, keys, policy, previous=previous)
-    u_of = {k: unit_interval(k, policy.salt) for k in set(keys)}  # one hash per group, not per record
-    split_of = result.split
-    splits = [split_of.get(r) for r in ids]
+    ids = clusters.column("record_id")
+    declared = _declared_groups(store, clusters)
+    if previous is None:  # columns all the way (every build the splits asset runs)
+        keys = leakage_group_column(ids, declared, clusters.column("group_id"))
+        result = assign_columns(keys, policy)
+        group_key, u, splits, report = result.group_key, result.u, result.split, result.report
+    else:  # published splits to keep: the record-level rules of splits.assign
+        id_list = ids.to_pylist()
+        keys = leakage_groups(id_list, declared.to_pylist(), clusters.column("group_id").to_pylist())
+        assignment = assign(id_list, keys, policy, previous=previous)
+        u_of = {k: unit_interval(k, policy.salt) for k in set(keys)}  # one hash per group, not per record
+        group_key, u = pa.array(keys, pa.string()), pa.array([u_of[k] for k in keys], pa.float64())
+        splits = pa.array([assignment.split.get(r) for r in id_list], pa.string())
+        report = assignment.report()
     kept = pc.fill_null(pc.equal(clusters.column("kind"), "representative"), False).combine_chunks()
     assignments = pa.table({
         "record_id": clusters.column("record_id"),
         "source_id": clusters.column("source_id"),
         "snapshot": clusters.column("snapshot"),
         "kept": kept,
-        "group_key": pa.array(keys, pa.string()),
-        "u": pa.array([u_of[k] for k in keys], pa.float64()),
-        "split": pa.array(splits, pa.string()),
+        "group_key": group_key,
+        "u": u,
+        "split": splits,
     })
-    report = result.report()
     pver = split_policy_version(policy)
     spec = {
         "code_version": SPLITS_LAYER_CODE_VERSION,
@@ -76,5 +78,25 @@ def build_splits(
         w.write("assignments", assignments)
         w.write(DECISIONS_TABLE, decisions)
         version = w.commit(extra_manifest={"report": {k: v for k, v in report.items() if k != "quarantined"},
-                                           "quarantined": len(result.quarantined)})
+                                           "quarantined": report["quarantined"]["records"]})
     return version, report
+
+
+def _declared_groups(store: LayerStore, clusters: pa.Table) -> pa.Array:
+    """The declared group of each clusters row (null: none), from the curated records of the
+    snapshots the release used, joined on (snapshot, record id) in Arrow."""
+    parts = []
+    for snap in pc.unique(clusters.column("snapshot")).to_pylist():
+        cur = store.require_current(CURATED_RECORDS, snap)
+        t = cur.read_table("records", columns=["record_id", "group_id"])
+        parts.append(t.append_column("snapshot", pa.repeat(pa.scalar(snap, pa.string()), t.num_rows)))
+    rows = clusters.select(["record_id", "snapshot"]).append_column(
+        "_row", pa.array(np.arange(clusters.num_rows, dtype=np.int64)))
+    if not parts:
+        return pa.nulls(clusters.num_rows, pa.string())
+    joined = rows.join(pa.concat_tables(parts, promote_options="permissive"), ["snapshot", "record_id"], join_type="left outer")
+    if joined.num_rows != clusters.num_rows:
+        raise ValueError(f"splits: {joined.num_rows - clusters.num_rows} clusters row(s) match more than one curated "
+                         "record of their snapshot (a record id twice in a curated_records version)")
+    joined = joined.sort_by("_row")
+    return joined.column("group_id").combine_chunks().cast(pa.string())
