@@ -477,13 +477,16 @@ class ShardWriter:
             staged=staged,
         )
         self.shards: list[dict] = []
-        self._arrays: Optional[dict[str, np.ndarray]] = None
-        self._spans: Optional[pa.Table] = None
+        # pending chunks, joined only when a shard is written (joining on every add copied the
+        # pending blocks once per chunk: quadratic in the chunks of a shard)
+        self._chunks: list[dict[str, np.ndarray]] = []
+        self._span_parts: list[pa.Table] = []
+        self._count = 0  # pending blocks
         self._first = 0  # global index of the first pending block
         self._finished = False
 
     def _pending(self) -> int:
-        return 0 if self._arrays is None else int(self._arrays["tokens"].shape[0])
+        return self._count
 
     def add(
         self,
@@ -507,19 +510,27 @@ class ShardWriter:
         new = {"tokens": tokens, "loss_mask": loss_mask, "segment_ids": segment_ids}
         if position_ids is not None:
             new["position_ids"] = position_ids
-        if self._arrays is None:
-            self._arrays, self._spans, self._first = {k: np.asarray(v) for k, v in new.items()}, spans, first_block
-        else:
-            if set(new) != set(self._arrays):
-                raise ValueError("every chunk must have position_ids, or none")
-            self._arrays = {k: np.concatenate([self._arrays[k], np.asarray(new[k])]) for k in new}
-            self._spans = pa.concat_tables([self._spans, spans], promote_options="permissive")
+        arrays = {k: np.asarray(v) for k, v in new.items()}
+        if not self._chunks:
+            self._first = first_block
+        elif set(arrays) != set(self._chunks[0]):
+            raise ValueError("every chunk must have position_ids, or none")
+        self._chunks.append(arrays)
+        self._span_parts.append(spans)
+        self._count += int(arrays["tokens"].shape[0])
         full = (self._pending() // self.per_shard) * self.per_shard
         return self._write(full) if full else []
 
+    def _joined(self) -> tuple[dict[str, np.ndarray], pa.Table]:
+        chunks, parts = self._chunks, self._span_parts
+        if len(chunks) == 1:
+            return chunks[0], parts[0]
+        return ({k: np.concatenate([c[k] for c in chunks]) for k in chunks[0]},
+                pa.concat_tables(parts, promote_options="permissive"))
+
     def _write(self, n: int) -> list[dict]:
-        assert self._arrays is not None and self._spans is not None
-        a, sp, first = self._arrays, self._spans, self._first
+        assert self._chunks
+        (a, sp), first = self._joined(), self._first
         block = pc.cast(sp.column("block"), pa.int64())
         head = sp.filter(pc.less(block, first + n))
         metas = write_shards(
@@ -536,8 +547,10 @@ class ShardWriter:
         )
         self.shards += metas
         rest = {k: v[n:] for k, v in a.items()}
-        self._arrays = rest if rest["tokens"].shape[0] else None
-        self._spans = sp.filter(pc.greater_equal(block, first + n))
+        left = int(rest["tokens"].shape[0])
+        self._chunks = [rest] if left else []
+        self._span_parts = [sp.filter(pc.greater_equal(block, first + n))] if left else []
+        self._count = left
         self._first = first + n
         return metas
 
