@@ -85,8 +85,8 @@ def make_release(home: Path, records: int, tokens: int) -> None:
     from corpus_assets.domain.storage.layer_store import LayerStore
     from corpus_assets.domain.pack.mixture_layer import MIXTURE_TABLES
     from corpus_assets.domain.layers.registry import MIXTURE_PLAN
-    from corpus_assets.domain.tokens.token_views_layer import TOKEN_VIEWS_TABLES, VIEWS_SCHEMA
-    from corpus_assets.domain.layers.registry import TOKEN_VIEWS
+    from corpus_assets.domain.layers.registry import TOKEN_VIEWS, VIEWS_SCHEMA
+    from corpus_assets.domain.tokens.token_views_layer import TOKEN_VIEWS_TABLES
 
     store = LayerStore(home)
     rng = np.random.default_rng(7)

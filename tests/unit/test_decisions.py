@@ -68,7 +68,8 @@ def _views(tmp_path: Path, lengths: list[int]) -> SplitViews:
     views = SplitViews(tmp_path / "v")
     n = np.asarray(lengths, np.int64)
     batch = pa.record_batch({
-        "record_id": [f"r{i}" for i in range(len(lengths))], "variant": [None] * len(lengths),
+        "record_id": [f"r{i}" for i in range(len(lengths))], "variant": pa.nulls(len(lengths), pa.string()),
+        "source_id": ["src"] * len(lengths),
         "n_tokens": pa.array(n, pa.int32()),
         "input_ids": pa.array([[7] * k for k in lengths], pa.list_(pa.int32())),
         "loss_mask": pa.array([[1] * k for k in lengths], pa.list_(pa.uint8())),
@@ -91,7 +92,7 @@ def test_every_sample_gets_the_packing_decision_of_what_reached_the_blocks(tmp_p
     # placed tokens as the packer reports them: the last sample (r0 again) fell in a dropped tail block,
     # r4 half of it (as if a stream had cut it)
     placed = np.array([5, kept, 0, 3, 2, 0], np.int64)
-    t = packing_decisions(views, rows, placed, policy, "train", {f"r{i}": "src" for i in range(5)}, {})
+    t = packing_decisions(views, rows, placed, policy, "train")
     got = [(r["record_id"], r["item_index"], r["outcome"], r["action"], r["reason"], r["tokens_in"], r["tokens_out"])
            for r in t.to_pylist()]
     assert got == [

@@ -120,19 +120,16 @@ def resolve_packing(
     return PackingPolicy.model_validate(fields), bos_id
 
 
-def _plan_rows(mixture_plan: LayerVersion, train: SplitViews, batch_size: int = 65536) -> np.ndarray:
-    """The mixture plan's draws as rows of the spooled training views, read in batches."""
-    parts, missing = [], set()
-    for b in mixture_plan.iter_batches("plan", batch_size=batch_size, columns=["record_id"]):
-        ids = b.column(0).to_pylist()
-        missing.update(r for r in ids if r not in train.index)
-        if not missing:
-            parts.append(np.fromiter((train.index[r] for r in ids), dtype=np.int64, count=len(ids)))
-    if missing:
-        few = sorted(missing)
+def _plan_rows(mixture_plan: LayerVersion, train: SplitViews) -> np.ndarray:
+    """The mixture plan's draws as rows of the spooled training views (one lookup over the whole
+    plan's record ids: the table of the split's ids is hashed once)."""
+    ids = mixture_plan.read_table("plan", columns=["record_id"]).column(0)
+    rows = train.rows_of(ids)
+    if (rows < 0).any():
+        few = sorted(set(ids.filter(pa.array(rows < 0)).to_pylist()))
         raise ValueError(f"mixture_plan names {len(few)} record(s) without a training view, e.g. {few[:3]}; "
                          "rebuild mixture_plan after token_views")
-    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    return rows
 
 
 def _pack_and_write(views: SplitViews, rows: np.ndarray, policy: PackingPolicy, bos_id: Optional[int], out: Path,
@@ -223,7 +220,6 @@ def build_packed_shards(
     try:
         spool_dir, spool_lock = new_staging_dir(set_parent, prefix=".tmp-spool-")
         spooled = SpooledViews.spool(token_views, spool_dir, split_names, log=log, engine=engine)  # row-group ranges as tasks
-        sources, domains = spooled.sources, spooled.domains
         planned: dict[str, tuple] = {}
         tasks: list[PackTask] = []
         for i, split in enumerate(split_names):
@@ -259,7 +255,7 @@ def build_packed_shards(
             if details:
                 raise SpanCoverageError(split, details)
             ok = True
-            decisions.append(packing_decisions(table, rows, placed, policy, split, sources, domains))
+            decisions.append(packing_decisions(table, rows, placed, policy, split))
             if metas:
                 write_shard_manifest(tmp / split, metas)
             all_meta[split] = metas
@@ -331,8 +327,8 @@ def _pack_split_tasks(views: SplitViews, rows: np.ndarray, split: str, index: in
     rows_path = spool_dir / f"rows-{index}.npy"
     np.save(rows_path, rows)
     lengths = views.token_counts(rows)
-    rids = pa.array(views.record_ids, pa.string()).take(pa.array(rows, pa.int64()))
-    variants = pa.array(views.variants, pa.string()).take(pa.array(rows, pa.int64()))
+    take = pa.array(rows, pa.int64())
+    rids, variants = views.record_ids.take(take), views.variants.take(take)
     plan = plan_blocks(lengths, policy, bos_id=bos_id, record_ids=rids, variants=variants)
     n_plan = int(plan.first_sample.shape[0])  # blocks, plus a dropped tail block
     span = per_shard * max(1, task_positions // (per_shard * policy.seq_len))
@@ -351,7 +347,7 @@ def _pack_split_tasks(views: SplitViews, rows: np.ndarray, split: str, index: in
 
 
 def packing_decisions(views: SplitViews, rows: np.ndarray, placed: np.ndarray, policy: PackingPolicy,
-                      split: str, sources: dict, domains: dict) -> pa.Table:
+                      split: str) -> pa.Table:
     """The packing stage's decision per sample of a split (``item_index`` = its position in the
     split's sample sequence; a record drawn twice is two samples), from what reached the blocks.
     Over-length samples follow the policy (quarantined, truncated or split, as the packer applies
@@ -382,11 +378,11 @@ def packing_decisions(views: SplitViews, rows: np.ndarray, placed: np.ndarray, p
     set_(lengths == 0, "reject", "packing.empty_sample", lambda i: "a view without tokens")
     set_(over & (rule == "quarantine"), "quarantine", REASON_TOO_LONG,
          lambda i: f"{lengths[i]} tokens > block capacity {cap}")
-    ids = np.asarray(views.record_ids, dtype=object)[rows] if n else np.zeros(0, object)
+    take = pa.array(np.asarray(rows, dtype=np.int64), pa.int64())
     return decisions_from_columns(
-        n, stage="packing", record_id=ids.tolist(), item_index=np.arange(n, dtype=np.int64), split=split,
-        source_id=[sources.get(r) for r in ids], domain=[domains.get(r) for r in ids],
-        action=action.tolist(), reason=reason.tolist(), detail=detail.tolist(),
+        n, stage="packing", record_id=views.record_ids.take(take), item_index=np.arange(n, dtype=np.int64), split=split,
+        source_id=views.source_ids.take(take), domain=views.domains.take(take),
+        action=pa.array(action, pa.string()), reason=pa.array(reason, pa.string()), detail=pa.array(detail, pa.string()),
         policy_version=packing_policy_version(policy), tokens_in=lengths, tokens_out=placed,
     )
 

@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from corpus_assets.domain.storage.layer_store import LayerVersion
@@ -33,53 +34,88 @@ PLAN_COLUMNS = ["split", "variant", "n_tokens"]  # what sizing the maps per task
 VIEW_COLUMNS = ["record_id", "variant", "split", "source_id", "domain", "n_tokens", "input_ids", "loss_mask", "offsets"]
 
 
+_RECORD_COLUMNS = ("record_id", "variant", "source_id", "domain")
+
+
 @dataclass
 class SplitViews:
-    """The spooled views of one split: record ids in table order, ``index`` record -> row."""
+    """The spooled views of one split: per record its columns (Arrow arrays, in table order) and
+    where its tokens start in the maps and how many there are. No Python object per record: a
+    release's packing parent holds every record of every split (``rows_of`` looks ids up in Arrow)."""
 
     directory: Path
-    record_ids: list = field(default_factory=list)
-    variants: list = field(default_factory=list)
     starts: array = field(default_factory=lambda: array("q"))  # token offset of each record in the maps
     lengths: array = field(default_factory=lambda: array("q"))
-    index: dict = field(default_factory=dict)
-    source_ids: list = field(default_factory=list)
-    domains: list = field(default_factory=list)
+    _parts: dict = field(default_factory=lambda: {c: [] for c in _RECORD_COLUMNS})  # appended chunks
+    _columns: Optional[dict] = None  # the chunks joined, until the next append
     _files: dict = field(default_factory=dict)
     _tokens: int = 0
     _maps: Optional[dict] = None  # read descriptors of the maps, while gathering
 
     def __len__(self) -> int:
-        return len(self.record_ids)
+        return len(self.lengths)
+
+    def column(self, name: str) -> pa.Array:
+        """One record column (``record_id``, ``variant``, ``source_id``, ``domain``) of every record."""
+        if self._columns is None:
+            self._columns = {c: pa.concat_arrays(v) if v else pa.array([], pa.string()) for c, v in self._parts.items()}
+            self._parts = {c: [a] for c, a in self._columns.items()}
+        return self._columns[name]
+
+    @property
+    def record_ids(self) -> pa.Array:
+        return self.column("record_id")
+
+    @property
+    def variants(self) -> pa.Array:
+        return self.column("variant")
+
+    @property
+    def source_ids(self) -> pa.Array:
+        return self.column("source_id")
+
+    @property
+    def domains(self) -> pa.Array:
+        return self.column("domain")
+
+    def rows_of(self, record_ids) -> np.ndarray:
+        """The row of each of ``record_ids`` (an Arrow array, chunked array or list), -1 where the
+        split has no view of it (a split holds one packable view per record). Each call hashes
+        every record id of the split: look many ids up in one call."""
+        if isinstance(record_ids, pa.ChunkedArray):  # one lookup table for every chunk
+            record_ids = pa.chunked_array([_strings(c) for c in record_ids.chunks], pa.string())
+        else:
+            record_ids = _strings(record_ids)
+        found = pc.index_in(record_ids, value_set=self.record_ids)
+        return np.asarray(pc.fill_null(found, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+    def label_map(self, name: str) -> dict:
+        """record id -> ``source_id`` or ``domain``: for the single-process reference packer and tests
+        (a dict per record; the layer's tasks build theirs per chunk)."""
+        return dict(zip(self.record_ids.to_pylist(), self.column(name).to_pylist()))
 
     def _append(self, batch: pa.RecordBatch) -> None:
         """Append every row of ``batch`` (already one packable view per record)."""
         n, ids, mask, offs = _token_columns(batch)
-        rids = batch.column("record_id").to_pylist()
-        none = [None] * len(rids)
+        none = pa.nulls(batch.num_rows, pa.string())
+        cols = {c: (_strings(batch.column(c)) if c in batch.schema.names else none) for c in _RECORD_COLUMNS}
+        self._append_arrays(n, ids, mask, offs, cols)
 
-        def col(name: str) -> list:
-            return batch.column(name).to_pylist() if name in batch.schema.names else none
-
-        self._append_arrays(n, ids, mask, offs, rids, col("variant"), col("source_id"), col("domain"))
-
-    def _append_arrays(self, n: np.ndarray, ids: np.ndarray, mask: np.ndarray, offs: np.ndarray, record_ids: list,
-                       variants: list, source_ids: list, domains: list) -> None:
+    def _append_arrays(self, n: np.ndarray, ids: np.ndarray, mask: np.ndarray, offs: np.ndarray, columns: dict) -> None:
         if not self._files:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._files = {k: open(self.directory / f"{k}.bin", "wb") for k in _MAP_WIDTHS}
         for k, a in (("ids", ids), ("mask", mask), ("offsets", offs)):  # buffers as they are, no bytes copy
             self._files[k].write(memoryview(np.ascontiguousarray(a)).cast("B"))
-        row = len(self.record_ids)
-        for i, rid in enumerate(record_ids):
-            self.index[rid] = row + i
-        self.record_ids += record_ids
-        self.variants += variants
-        self.source_ids += source_ids
-        self.domains += domains
+        self._add_records(columns, n)
+
+    def _add_records(self, columns: dict, n: np.ndarray) -> None:
+        for c in _RECORD_COLUMNS:
+            self._parts[c].append(columns[c])
+        self._columns = None
         if n.size:
             self.starts.frombytes((self._tokens + np.concatenate([[0], np.cumsum(n)[:-1]])).astype(np.int64).tobytes())
-            self.lengths.frombytes(n.tobytes())
+            self.lengths.frombytes(np.asarray(n, dtype=np.int64).tobytes())
         self._tokens += int(n.sum())
 
     def _close(self) -> None:
@@ -92,18 +128,7 @@ class SplitViews:
         part = SplitViews.load(saved)
         if not len(part.lengths):
             return
-        rids = part.record_ids.to_pylist()
-        row = len(self.record_ids)
-        for i, rid in enumerate(rids):
-            self.index[rid] = row + i
-        self.record_ids += rids
-        self.variants += part.variants.to_pylist()
-        self.source_ids += part.source_ids.to_pylist()
-        self.domains += part.domains.to_pylist()
-        n = np.asarray(part.lengths, dtype=np.int64)
-        self.starts.frombytes((self._tokens + np.concatenate([[0], np.cumsum(n)[:-1]])).astype(np.int64).tobytes())
-        self.lengths.frombytes(n.tobytes())
-        self._tokens += int(n.sum())
+        self._add_records({c: part.column(c) for c in _RECORD_COLUMNS}, np.asarray(part.lengths, dtype=np.int64))
 
     def _open_at(self, token_offset: int) -> None:
         """Write this spool's tokens into the split's preallocated maps from ``token_offset`` on
@@ -119,10 +144,7 @@ class SplitViews:
         another process."""
         directory = self.directory if directory is None else Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        table = pa.table({"record_id": pa.array(self.record_ids, pa.string()),
-                          "variant": pa.array(self.variants, pa.string()),
-                          "source_id": pa.array(self.source_ids, pa.string()),
-                          "domain": pa.array(self.domains, pa.string())})
+        table = pa.table({c: self.column(c) for c in _RECORD_COLUMNS})
         with pa.ipc.new_file(str(directory / "records.arrow"), table.schema) as w:
             w.write_table(table)
         np.save(directory / "starts.npy", np.frombuffer(self.starts, dtype=np.int64))
@@ -135,8 +157,7 @@ class SplitViews:
         directory = Path(directory)
         t = pa.ipc.open_file(pa.memory_map(str(directory / "records.arrow"))).read_all()
         sv = cls(directory)
-        sv.record_ids, sv.variants = t.column("record_id").combine_chunks(), t.column("variant").combine_chunks()
-        sv.source_ids, sv.domains = t.column("source_id").combine_chunks(), t.column("domain").combine_chunks()
+        sv._parts = {c: [t.column(c).combine_chunks()] for c in _RECORD_COLUMNS}
         sv.starts = np.load(directory / "starts.npy", mmap_mode="r")
         sv.lengths = np.load(directory / "lengths.npy", mmap_mode="r")
         sv._tokens = int(sv.starts[-1] + sv.lengths[-1]) if len(sv.lengths) else 0
@@ -177,13 +198,18 @@ class SplitViews:
                         raise RuntimeError(f"view spool {self.directory}/{key}.bin: short read at token {s0} "
                                            f"({got} of {want} bytes)")
                     at += want
-        if isinstance(self.record_ids, pa.Array):  # loaded from a saved spool
-            take = pa.array(rows, pa.int64())
-            rids, variants = self.record_ids.take(take), self.variants.take(take)
-        else:
-            rids = pa.array([self.record_ids[r] for r in rows], pa.string())
-            variants = pa.array([self.variants[r] for r in rows], pa.string())
-        return ids, mask, offs, lengths, rids, variants
+        take = pa.array(np.asarray(rows, dtype=np.int64), pa.int64())
+        return ids, mask, offs, lengths, self.record_ids.take(take), self.variants.take(take)
+
+
+def _strings(values) -> pa.Array:
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if not isinstance(values, pa.Array):
+        return pa.array(values, pa.string())
+    if pa.types.is_dictionary(values.type):
+        values = values.dictionary_decode()
+    return values if values.type == pa.string() else values.cast(pa.string())
 
 
 def _token_columns(batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -198,13 +224,11 @@ def _token_columns(batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray, np.nd
 
 
 class SpooledViews:
-    """Every split's packable views, plus record -> source and record -> domain (all views)."""
+    """Every split's packable views (each split with its records' source and domain)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.splits: dict[str, SplitViews] = {}
-        self.sources: dict[str, str] = {}
-        self.domains: dict[str, Optional[str]] = {}
 
     @classmethod
     def spool(cls, token_views: LayerVersion, directory: Path, split_names: Iterable[str], *,
@@ -223,11 +247,7 @@ class SpooledViews:
             return out
         try:
             for batch in token_views.iter_batches("views", batch_size=batch_size, columns=VIEW_COLUMNS):
-                rids = batch.column("record_id").to_pylist()
-                srcs, doms = batch.column("source_id").to_pylist(), batch.column("domain").to_pylist()
-                out.sources.update(zip(rids, srcs))
-                out.domains.update(zip(rids, doms))
-                out._route(batch, rids, srcs, doms, wanted)
+                out._route(batch, wanted)
         finally:
             for sv in out.splits.values():
                 sv._close()
@@ -263,10 +283,6 @@ class SpooledViews:
         parts = engine.map(spool_task, tasks, name="view-spool")
         try:
             for part in parts:
-                labels = pa.ipc.open_file(pa.memory_map(str(Path(part) / "labels.arrow"))).read_all()
-                rids = labels.column("record_id").to_pylist()
-                self.sources.update(zip(rids, labels.column("source_id").to_pylist()))
-                self.domains.update(zip(rids, labels.column("domain").to_pylist()))
                 for i, name in enumerate(names):
                     self.splits[name]._extend_records_from(Path(part) / f"split-{i}")
         finally:
@@ -277,26 +293,24 @@ class SpooledViews:
                 raise RuntimeError(f"view spool of {name}: {self.splits[name]._tokens} tokens appended, "
                                    f"{int(totals[i])} sized (token_views changed while packing?)")
 
-    def _route(self, batch: pa.RecordBatch, rids: list, srcs: list, doms: list, wanted: set) -> None:
+    def _route(self, batch: pa.RecordBatch, wanted: set) -> None:
         """Append each wanted split's packable rows of ``batch`` (one view per record, as the
         mixture plan counts them: ``mixture_layer.packable_views``), slicing the flat token
         columns with a mask instead of filtering the list columns (a copy of every list)."""
         n, ids, mask, offs = _token_columns(batch)
-        variants = batch.column("variant").to_pylist()
-        splits = batch.column("split").to_pylist()
-        packable = _packable(variants)
-        split_arr = np.asarray(splits, dtype=object)
-        for name in sorted(set(splits) & wanted):
-            rows = packable & (split_arr == name)
+        packable = _packable(batch.column("variant"))
+        split = batch.column("split")
+        cols = {c: _strings(batch.column(c)) for c in _RECORD_COLUMNS}
+        for name in sorted(set(pc.unique(split).to_pylist()) & wanted):
+            rows = packable & np.asarray(pc.fill_null(pc.equal(split, name), False).to_numpy(zero_copy_only=False), bool)
             if not rows.any():
                 continue
-            pick = np.flatnonzero(rows).tolist()
             if rows.all():
-                self.splits[name]._append_arrays(n, ids, mask, offs, rids, variants, srcs, doms)
+                self.splits[name]._append_arrays(n, ids, mask, offs, cols)
                 continue
             tok = np.repeat(rows, n)
-            self.splits[name]._append_arrays(n[rows], ids[tok], mask[tok], offs[tok], [rids[i] for i in pick],
-                                      [variants[i] for i in pick], [srcs[i] for i in pick], [doms[i] for i in pick])
+            pick = pa.array(np.flatnonzero(rows), pa.int64())
+            self.splits[name]._append_arrays(n[rows], ids[tok], mask[tok], offs[tok], {c: a.take(pick) for c, a in cols.items()})
 
     def remove(self) -> None:
         self.splits.clear()
@@ -329,9 +343,11 @@ def balanced_ranges(items: list, sizes: list[int], n: int) -> list[tuple]:
     return out
 
 
-def _packable(variants: list) -> np.ndarray:
-    """One view per record, as the mixture plan counts them (``mixture_layer.packable_views``)."""
-    return np.fromiter((v is None or v == "chosen" for v in variants), bool, len(variants))
+def _packable(variants) -> np.ndarray:
+    """One view per record, as the mixture plan counts them (``mixture_layer.packable_views``):
+    no variant, or the chosen one."""
+    chosen = pc.fill_null(pc.equal(_strings(variants), "chosen"), True)
+    return np.asarray(chosen.to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def _range_tokens(files: list[str], ranges: list[tuple], names: list[str]) -> np.ndarray:
@@ -343,10 +359,11 @@ def _range_tokens(files: list[str], ranges: list[tuple], names: list[str]) -> np
             pf = opened.get(fi) or opened.setdefault(fi, pq.ParquetFile(files[fi]))
             t = pf.read_row_group(g, columns=PLAN_COLUMNS)
             n = np.asarray(t.column("n_tokens").to_numpy(), dtype=np.int64)
-            keep = _packable(t.column("variant").to_pylist())
-            split = np.asarray(t.column("split").to_pylist(), dtype=object)
+            keep = _packable(t.column("variant"))
+            split = t.column("split")
             for i, name in enumerate(names):
-                out[k, i] += int(n[keep & (split == name)].sum())
+                here = np.asarray(pc.fill_null(pc.equal(split, name), False).to_numpy(zero_copy_only=False), bool)
+                out[k, i] += int(n[keep & here].sum())
     return out
 
 
@@ -372,18 +389,12 @@ def spool_task(task: SpoolTask) -> str:
     for i, name in enumerate(task.splits):
         sv = out.splits[name] = SplitViews(Path(task.split_dirs[i]))
         sv._open_at(task.token_offsets[i])
-    labels: dict[str, list] = {"record_id": [], "source_id": [], "domain": []}
     opened: dict[int, pq.ParquetFile] = {}
     try:
         for fi, g in task.groups:
             pf = opened.get(fi) or opened.setdefault(fi, pq.ParquetFile(task.files[fi]))
             for batch in pf.read_row_group(g, columns=VIEW_COLUMNS).to_batches(max_chunksize=task.batch_size):
-                rids = batch.column("record_id").to_pylist()
-                srcs, doms = batch.column("source_id").to_pylist(), batch.column("domain").to_pylist()
-                labels["record_id"] += rids
-                labels["source_id"] += srcs
-                labels["domain"] += doms
-                out._route(batch, rids, srcs, doms, set(task.splits))
+                out._route(batch, set(task.splits))
     finally:
         for sv in out.splits.values():
             sv._close()
@@ -393,7 +404,4 @@ def spool_task(task: SpoolTask) -> str:
             raise RuntimeError(f"view spool of {name}: {sv._tokens} tokens in row groups {task.groups[:1]}..., "
                                f"{task.tokens[i]} sized (token_views changed while packing?)")
         sv.save(out.directory / f"split-{i}")
-    table = pa.table({k: pa.array(v, pa.string()) for k, v in labels.items()})
-    with pa.ipc.new_file(str(out.directory / "labels.arrow"), table.schema) as w:
-        w.write_table(table)
     return task.directory
