@@ -106,6 +106,15 @@ def test_different_training_texts_give_a_different_digest(trained):
     assert other.digest != trained.digest
 
 
+def test_training_depends_on_the_texts_not_their_order(trained):
+    # the tokenizer layer streams training texts snapshot by snapshot, in file order, and relies on this
+    import random
+
+    shuffled = list(TRAIN_TEXTS)
+    random.Random(7).shuffle(shuffled)
+    assert train_bpe(iter(shuffled), _train_spec()).digest == trained.digest
+
+
 def test_trained_tokenizer_round_trips_and_has_specials(trained):
     assert trained.vocab_size <= 400
     assert trained.eos_id == trained.tokenizer.token_to_id("<|endoftext|>") == 0

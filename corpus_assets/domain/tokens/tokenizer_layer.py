@@ -16,8 +16,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Iterator, Mapping, Optional
 
+import pyarrow.compute as pc
 from pydantic import ValidationError
 
 from corpus_assets.domain.core.data_root import DataRoot
@@ -53,24 +54,38 @@ class TokenizerBuild:
     note: str  # one line for the log: what was done, and why
 
 
-def training_texts(store: LayerStore, splits: LayerVersion, train_split: str = "train") -> Callable[[], list[str]]:
-    """Texts of the kept records assigned to ``train_split`` (in record-id order), read lazily."""
+@dataclass(frozen=True)
+class TrainingTexts:
+    """The texts of the kept records assigned to the training split, streamed snapshot by snapshot
+    (never all in memory: the BPE trainer keeps word counts, not texts). BPE training depends on
+    the texts, not their order (checked: a shuffled corpus gives the same digest), so streaming in
+    file order trains the tokenizer a record-id-ordered list did."""
 
-    def texts() -> list[str]:
-        rows = [r for r in splits.read_table("assignments").to_pylist() if r["kept"] and r["split"] == train_split]
-        wanted: dict[str, set[str]] = {}
-        for r in rows:
-            wanted.setdefault(r["snapshot"], set()).add(r["record_id"])
-        found: dict[str, str] = {}
-        for snap, ids in sorted(wanted.items()):
-            cur = store.require_current(CURATED_RECORDS, snap)
-            for b in cur.iter_batches("records", columns=["record_id", "text"]):
-                for rid, text in zip(b.column(0).to_pylist(), b.column(1).to_pylist()):
-                    if rid in ids:
-                        found[rid] = text
-        return [found[r] for r in sorted(found)]
+    store: LayerStore
+    wanted: dict  # snapshot -> Arrow array of its training record ids
+    count: int
 
-    return texts
+    def __iter__(self) -> Iterator[str]:
+        for snap in sorted(self.wanted):
+            ids = self.wanted[snap]
+            seen = 0
+            for b in self.store.require_current(CURATED_RECORDS, snap).iter_batches("records", columns=["record_id", "text"]):
+                mine = b.filter(pc.is_in(b.column(0), value_set=ids))
+                seen += mine.num_rows
+                yield from mine.column(1).to_pylist()
+            if seen != len(ids):
+                raise ValueError(f"tokenizer training: {len(ids) - seen} training record(s) of {snap} have no curated text "
+                                 "(curated_records changed after splits?); rebuild the release")
+
+
+def training_texts(store: LayerStore, splits: LayerVersion, train_split: str = "train") -> TrainingTexts:
+    """The kept records of ``splits`` assigned to ``train_split``, as texts to stream."""
+    t = splits.read_table("assignments", columns=["record_id", "snapshot", "kept", "split"])
+    t = t.filter(pc.and_(pc.fill_null(t.column("kept"), False), pc.fill_null(pc.equal(t.column("split"), train_split), False)))
+    wanted = {}
+    for snap in pc.unique(t.column("snapshot")).to_pylist():
+        wanted[snap] = t.filter(pc.equal(t.column("snapshot"), snap)).column("record_id").combine_chunks()
+    return TrainingTexts(store, wanted, t.num_rows)
 
 
 def stored_tokenizer(version: LayerVersion, *, expected_digest: Optional[str] = None) -> FrozenTokenizer:
@@ -150,14 +165,14 @@ def build_tokenizer(
             return TokenizerBuild(current, frozen, FROZEN if prov.get("splits_version") != splits.content_digest else TRAINED,
                                   f"frozen: reusing version {current.version} (digest {frozen.digest[:16]}, trained on splits "
                                   f"{str(prov.get('splits_version'))[:16]}, {prov.get('training_records')} records); not retrained")
-    texts = training_texts(store, splits)()
-    if not texts:
+    texts = training_texts(store, splits)
+    if not texts.count:
         raise ValueError(f"release {release!r}: the training split is empty; nothing to train a tokenizer on")
-    frozen = train_bpe(texts, spec)
-    legacy = {"trained_on": "train split", "training_records": len(texts), "splits_version": splits.content_digest}
-    prov = {"how": TRAINED, "release": release, "splits_version": splits.content_digest, "training_records": len(texts),
+    frozen = train_bpe(iter(texts), spec)
+    legacy = {"trained_on": "train split", "training_records": texts.count, "splits_version": splits.content_digest}
+    prov = {"how": TRAINED, "release": release, "splits_version": splits.content_digest, "training_records": texts.count,
             "freeze": spec.freeze}
-    note = f"trained on {len(texts)} training records"
+    note = f"trained on {texts.count} training records"
     if retrain_reason is not None:
         prov["retrained_because"] = retrain_reason
         prov["replaces"] = {"tokenizer_digest": current.manifest.get("tokenizer_digest"), "version": current.content_digest}
