@@ -113,18 +113,23 @@ def _decisions(token_views: LayerVersion, plan: pa.Table, train_split: str, poli
     tokens_in = its packable tokens, tokens_out = tokens_in x reads (what packing is given)."""
     cols = ["record_id", "variant", "split", "source_id", "snapshot", "domain", "n_tokens"]
     views = packable_views(token_views.read_table("views", columns=cols))
-    drawn = pc.value_counts(plan.column("record_id")) if plan.num_rows else None
-    counts = dict(zip(drawn.field("values").to_pylist(), drawn.field("counts").to_pylist())) if drawn is not None else {}
-    splits = views.column("split").to_pylist()
-    ids = views.column("record_id").to_pylist()
-    reads = [counts.get(rid, 0) if split == train_split else 1 for rid, split in zip(ids, splits)]
-    tokens = views.column("n_tokens").to_pylist()
+    train = pc.fill_null(pc.equal(views.column("split"), train_split), False)
+    if plan.num_rows:  # draws per record, looked up in Arrow (no dict per record)
+        drawn = pc.value_counts(plan.column("record_id"))
+        at = pc.index_in(views.column("record_id"), value_set=drawn.field("values"))
+        draws = pc.fill_null(pc.take(drawn.field("counts"), at), 0)
+    else:
+        draws = pa.repeat(pa.scalar(0, pa.int64()), views.num_rows)
+    reads = pc.if_else(train, pc.cast(draws, pa.int64()), pa.scalar(1, pa.int64()))
+    read = pc.greater(reads, 0)
+    times = pc.if_else(pc.equal(reads, 1), " time", " times")
+    detail = pc.if_else(train, pc.if_else(read, pc.binary_join_element_wise("drawn ", pc.cast(reads, pa.string()), times, ""),
+                                          "not drawn by the plan"),
+                        "not mixed: read once in natural order")
+    tokens = pc.cast(views.column("n_tokens"), pa.int64())
     return decisions_from_columns(
-        views.num_rows, stage="mixture", record_id=ids, source_id=views.column("source_id"),
-        snapshot=views.column("snapshot"), split=splits, domain=views.column("domain"),
-        action=["accept" if n else "reject" for n in reads],
-        reason=["ok" if n else "mixture.not_drawn" for n in reads],
-        detail=[(f"drawn {n} time{'s' if n != 1 else ''}" if n else "not drawn by the plan") if split == train_split
-                else "not mixed: read once in natural order" for n, split in zip(reads, splits)],
-        policy_version=policy_version, tokens_in=tokens, tokens_out=[t * n for t, n in zip(tokens, reads)],
+        views.num_rows, stage="mixture", record_id=views.column("record_id"), source_id=views.column("source_id"),
+        snapshot=views.column("snapshot"), split=views.column("split"), domain=views.column("domain"),
+        action=pc.if_else(read, "accept", "reject"), reason=pc.if_else(read, "ok", "mixture.not_drawn"),
+        detail=detail, policy_version=policy_version, tokens_in=tokens, tokens_out=pc.multiply(tokens, reads),
     )
