@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from pydantic import ValidationError
 
@@ -97,7 +98,7 @@ def test_reading_each_source_once_gives_0_9_to_0_1_not_the_target():
     sources = _seed_sources()
     # concatenation = every record once = the natural mix, alpha = 1 without replacement
     once = build_plan(MixtureSpec(unit="documents", alpha=1.0, budget=1000, replacement=False), sources)
-    assert Counter(once.record_id.tolist()) == Counter({f"short:{i:06d}": 1 for i in range(900)} | {f"long:{i:06d}": 1 for i in range(100)})
+    assert Counter(once.record_id.to_pylist()) == Counter({f"short:{i:06d}": 1 for i in range(900)} | {f"long:{i:06d}": 1 for i in range(100)})
     assert once.report()["sources"]["short"]["document_share"] == 0.9
     assert once.report()["sources"]["long"]["document_share"] == 0.1
     # the plan of the alpha = 1/2 spec does realize 0.75 / 0.25
@@ -196,18 +197,18 @@ def test_tokens_unit_with_varied_lengths_reaches_each_quota():
 def test_with_replacement_repeat_counts_earlier_draws_of_the_record():
     plan = build_plan(SEED_SPEC, _seed_sources())
     seen: Counter = Counter()
-    for rid, rep in zip(plan.record_id.tolist(), plan.repeat.tolist()):
+    for rid, rep in zip(plan.record_id.to_pylist(), plan.repeat.tolist()):
         assert rep == seen[rid]
         seen[rid] += 1
     report = plan.report()["sources"]
-    assert report["long"]["unique_records"] == len({r for r in plan.record_id.tolist() if r.startswith("long:")})
+    assert report["long"]["unique_records"] == len({r for r in plan.record_id.to_pylist() if r.startswith("long:")})
     assert report["long"]["max_repeat"] == max(seen[r] for r in seen if r.startswith("long:")) - 1
 
 
 def test_without_replacement_below_source_size_draws_distinct_records():
     sources = {"a": _source("a", 100)}
     plan = build_plan(MixtureSpec(unit="documents", weights={"a": 1.0}, budget=50, replacement=False), sources)
-    assert len(set(plan.record_id.tolist())) == 50
+    assert len(set(plan.record_id.to_pylist())) == 50
     assert plan.repeat.tolist() == [0] * 50
     assert plan.report()["warnings"] == []
     assert plan.report()["sources"]["a"]["effective_epochs"] == 0.5
@@ -216,7 +217,7 @@ def test_without_replacement_below_source_size_draws_distinct_records():
 def test_without_replacement_above_source_size_reads_passes_and_repeat_is_the_pass():
     sources = {"a": _source("a", 100)}
     plan = build_plan(MixtureSpec(unit="documents", weights={"a": 1.0}, budget=250, replacement=False), sources)
-    ids = plan.record_id.tolist()
+    ids = plan.record_id.to_pylist()
     everything = {f"a:{i:06d}" for i in range(100)}
     assert set(ids[:100]) == everything and set(ids[100:200]) == everything  # two full passes
     assert len(set(ids[200:])) == 50  # a partial third pass, no record twice
@@ -283,7 +284,7 @@ def test_curriculum_phase_column_and_per_phase_shares():
 def test_curriculum_without_replacement_continues_the_pass_across_phases():
     sources = {"a": _source("a", 400), "b": _source("b", 1000)}
     plan = build_plan(_curriculum(replacement=False), sources)
-    a_ids = plan.record_id[plan.source == "a"].tolist()
+    a_ids = plan.record_id.filter(pa.array(plan.source == "a")).to_pylist()
     assert len(a_ids) == 400 and len(set(a_ids)) == 400  # 250 + 150 draws: one pass, no repeat
     assert int(plan.repeat.max()) == 0
 
@@ -346,7 +347,7 @@ def test_alpha_gives_an_empty_source_p_zero_and_a_warning():
 
 
 def _arrays(plan):
-    return (plan.record_id.tolist(), plan.source.tolist(), plan.repeat.tolist(), plan.phase.tolist(), plan.n_tokens.tolist())
+    return (plan.record_id.to_pylist(), plan.source.tolist(), plan.repeat.tolist(), plan.phase.tolist(), plan.n_tokens.tolist())
 
 
 def test_same_spec_and_inputs_give_the_identical_plan_whatever_the_dict_order():
@@ -362,13 +363,13 @@ def test_same_spec_and_inputs_give_the_identical_plan_whatever_the_dict_order():
 
 def test_from_counts_sorts_record_ids():
     a = SourceUnits.from_counts({"r3": 3, "r1": 1, "r2": 2})
-    assert a.record_ids.tolist() == ["r1", "r2", "r3"] and a.n_tokens.tolist() == [1, 2, 3]
+    assert a.record_ids.to_pylist() == ["r1", "r2", "r3"] and a.n_tokens.tolist() == [1, 2, 3]
 
 
 def test_seed_changes_which_records_but_not_how_many():
     p0 = build_plan(SEED_SPEC, _seed_sources())
     p1 = build_plan(SEED_SPEC.model_copy(update={"seed": 1}), _seed_sources())
-    assert p0.record_id.tolist() != p1.record_id.tolist()
+    assert p0.record_id.to_pylist() != p1.record_id.to_pylist()
     assert _counts(p0) == _counts(p1) == {"short": 900, "long": 300}
     assert p0.source.tolist() == p1.source.tolist()  # the interleaving is deterministic, not random
 
@@ -380,7 +381,7 @@ def test_to_table_has_the_plan_rows():
     assert table.column_names == ["position", "record_id", "source", "repeat", "phase", "n_tokens"]
     assert table.num_rows == 1200
     assert table.column("position").to_pylist() == list(range(1200))
-    assert table.column("record_id").to_pylist() == plan.record_id.tolist()
+    assert table.column("record_id").to_pylist() == plan.record_id.to_pylist()
     assert table.column("source").to_pylist() == plan.source.tolist()
     assert table.column("repeat").to_pylist() == plan.repeat.tolist()
     assert sum(table.column("n_tokens").to_pylist()) == 210_000

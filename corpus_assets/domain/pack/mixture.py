@@ -23,6 +23,7 @@ from typing import Literal, Mapping, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from corpus_assets.domain.core.errors import CorpusError
@@ -203,13 +204,23 @@ def mixture_spec_version(spec: MixtureSpec) -> str:
 @dataclass(frozen=True, init=False, eq=False)
 class SourceUnits:
     """One source of the training split: its record ids (sorted, unique) and, in parallel, the
-    token count of each record (from its token views)."""
+    token count of each record (from its token views). The ids are an Arrow string array: a
+    release's training split is held as columns, not a Python string per record."""
 
-    record_ids: np.ndarray  # object array of str, sorted, unique
+    record_ids: pa.Array  # string, sorted (byte order = code point order), unique, no nulls
     n_tokens: np.ndarray  # int64, >= 0, same length
 
-    def __init__(self, record_ids: Sequence[str], n_tokens: Sequence[int]):
-        ids = np.asarray(record_ids, dtype=object).reshape(-1) if len(record_ids) else np.empty(0, dtype=object)
+    def __init__(self, record_ids: "Sequence[str] | pa.Array", n_tokens: Sequence[int]):
+        if isinstance(record_ids, pa.ChunkedArray):
+            record_ids = record_ids.combine_chunks()
+        if isinstance(record_ids, pa.Array):
+            if not (pa.types.is_string(record_ids.type) or pa.types.is_large_string(record_ids.type)) or record_ids.null_count:
+                raise MixtureError("record_ids must be strings")
+            ids = record_ids.cast(pa.string())
+        else:
+            if not all(isinstance(r, str) for r in record_ids):
+                raise MixtureError("record_ids must be strings")
+            ids = pa.array(list(record_ids), pa.string())
         tok = np.asarray(n_tokens)
         if tok.size == 0:
             tok = np.empty(0, dtype=np.int64)
@@ -221,15 +232,14 @@ class SourceUnits:
         if tok.size and int(tok.min()) < 0:
             i = int(np.argmin(tok))
             raise MixtureError(f"n_tokens[{i}] = {int(tok[i])} is negative")
-        if not all(isinstance(r, str) for r in ids):
-            raise MixtureError("record_ids must be strings")
         if len(ids) > 1:
-            bad = np.flatnonzero(~(ids[1:] > ids[:-1]).astype(bool))
+            ascending = pc.greater(ids.slice(1), ids.slice(0, len(ids) - 1))
+            bad = np.flatnonzero(~np.asarray(ascending.to_numpy(zero_copy_only=False), dtype=bool))
             if bad.size:
                 i = int(bad[0]) + 1
                 raise MixtureError(
-                    f"record_ids must be sorted and unique: record_ids[{i}] = {ids[i]!r} "
-                    f"<= record_ids[{i - 1}] = {ids[i - 1]!r} (use SourceUnits.from_counts to sort)"
+                    f"record_ids must be sorted and unique: record_ids[{i}] = {ids[i].as_py()!r} "
+                    f"<= record_ids[{i - 1}] = {ids[i - 1].as_py()!r} (use SourceUnits.from_counts to sort)"
                 )
         object.__setattr__(self, "record_ids", ids)
         object.__setattr__(self, "n_tokens", tok)
@@ -510,8 +520,8 @@ class MixturePlan:
 
     spec: MixtureSpec
     sources: tuple[str, ...]  # sorted source names; source_index points into it
-    record_id: np.ndarray  # object array of str
-    source: np.ndarray  # object array of str
+    record_id: pa.Array  # string
+    source: np.ndarray  # object array of the source names (shared objects, one per source)
     source_index: np.ndarray  # int32
     repeat: np.ndarray  # int64: earlier draws of the same record in the plan
     phase: np.ndarray  # int32
@@ -532,7 +542,7 @@ class MixturePlan:
         return pa.table(
             [
                 pa.array(np.arange(len(self), dtype=np.int64)),
-                pa.array(self.record_id, type=pa.string()),
+                self.record_id,
                 pa.array(self.source, type=pa.string()),
                 pa.array(self.repeat, type=pa.int64()),
                 pa.array(self.phase, type=pa.int32()),
@@ -574,9 +584,9 @@ def build_plan(spec: MixtureSpec, sources: Mapping[str, SourceUnits]) -> Mixture
     phase = np.concatenate(phase_parts)
     offsets = np.concatenate([[0], np.cumsum([s.n_records for s in srcs])]).astype(np.int64)
     gidx = offsets[rank] + idx
-    all_ids = np.concatenate([s.record_ids for s in srcs]) if srcs else np.empty(0, dtype=object)
+    all_ids = pa.concat_arrays([s.record_ids for s in srcs]) if srcs else pa.array([], pa.string())
     all_tok = np.concatenate([s.n_tokens for s in srcs])
-    record_id = all_ids[gidx] if len(gidx) else np.empty(0, dtype=object)
+    record_id = all_ids.take(pa.array(np.asarray(gidx, dtype=np.int64))) if len(gidx) else pa.array([], pa.string())
     n_tokens = all_tok[gidx] if len(gidx) else np.empty(0, dtype=np.int64)
     repeat = _occurrences_before(gidx)
     source = np.asarray(names, dtype=object)[rank] if len(rank) else np.empty(0, dtype=object)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -57,13 +58,22 @@ def training_units(
     zero-size source, not as an unknown one."""
     col = "source_id" if key == "source" else "domain"
     t = token_views.read_table("views", columns=["record_id", "variant", "split", col, "n_tokens"])
-    groups: dict[str, dict[str, int]] = {k: {} for k in t.column(col).to_pylist()}
+    names = set(pc.unique(t.column(col)).to_pylist())
     if key == "source":
-        groups.update({k: {} for k in declared if k not in groups})
-    t = packable_views(t.filter(pc.equal(t.column("split"), train_split)))
-    for rid, k, n in zip(t.column("record_id").to_pylist(), t.column(col).to_pylist(), t.column("n_tokens").to_pylist()):
-        groups.setdefault(k, {})[rid] = n
-    return {k: SourceUnits.from_counts(v) for k, v in sorted(groups.items())}
+        names |= set(declared)
+    t = packable_views(t.filter(pc.fill_null(pc.equal(t.column("split"), train_split), False)))
+    # one sort by (source, record id), then a slice per source: columns, no dict per record
+    t = t.select(["record_id", col, "n_tokens"]).sort_by([(col, "ascending"), ("record_id", "ascending")])
+    enc = pc.dictionary_encode(t.column(col).combine_chunks())
+    codes = np.asarray(pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    cuts = [0, *(np.flatnonzero(np.diff(codes)) + 1).tolist(), t.num_rows] if t.num_rows else [0]
+    ids, tok = t.column("record_id").combine_chunks(), np.asarray(t.column("n_tokens").to_numpy(), dtype=np.int64)
+    runs = {}
+    for lo, hi in zip(cuts, cuts[1:]):
+        runs[None if codes[lo] < 0 else enc.dictionary[codes[lo]].as_py()] = (lo, hi)
+    empty = SourceUnits([], np.zeros(0, np.int64))
+    return {name: SourceUnits(ids.slice(runs[name][0], runs[name][1] - runs[name][0]), tok[runs[name][0]:runs[name][1]])
+            if name in runs else empty for name in sorted(names, key=lambda k: (k is not None, k))}
 
 
 def build_mixture_plan(
