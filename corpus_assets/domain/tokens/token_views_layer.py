@@ -21,7 +21,7 @@ import hashlib
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Optional
+from typing import Callable, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -56,19 +56,20 @@ TOKEN_VIEWS_LAYER_VERSION = "token-views-layer-5"
 TOKEN_VIEWS_TABLES = layer(TOKEN_VIEWS).table_specs()
 
 
-def _kept_assignments(splits: LayerVersion) -> tuple[dict[str, dict[str, str]], int]:
-    """{snapshot: {record_id: split}} of the kept records with a split, and the number of kept
-    records without one (quarantined by a split conflict)."""
-    wanted: dict[str, dict[str, str]] = {}
-    unassigned = 0
-    for b in splits.iter_batches("assignments", batch_size=8192, columns=["record_id", "snapshot", "kept", "split"]):
-        for rid, snap, kept, split in zip(*(b.column(i).to_pylist() for i in range(4))):
-            if not kept:
-                continue
-            if split is None:
-                unassigned += 1
-                continue
-            wanted.setdefault(snap, {})[rid] = split
+def _kept_assignments(splits: LayerVersion) -> tuple[dict[str, pa.Table], int]:
+    """{snapshot: table of (record_id, split), sorted by record id} of the kept records with a
+    split, and the number of kept records without one (quarantined by a split conflict). Columns,
+    not a dict per record: the layer plans every record of the release."""
+    t = splits.read_table("assignments", columns=["record_id", "snapshot", "kept", "split"])
+    t = t.filter(pc.fill_null(t.column("kept"), False))
+    unassigned = t.column("split").null_count
+    t = t.filter(pc.is_valid(t.column("split"))).select(["snapshot", "record_id", "split"])
+    t = t.sort_by([("snapshot", "ascending"), ("record_id", "ascending")]).combine_chunks()
+    enc = pc.dictionary_encode(t.column("snapshot").combine_chunks())
+    codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    cuts = [0, *(np.flatnonzero(np.diff(codes)) + 1).tolist(), t.num_rows] if t.num_rows else [0]
+    wanted = {enc.dictionary[codes[lo]].as_py(): t.slice(lo, hi - lo).select(["record_id", "split"])
+              for lo, hi in zip(cuts, cuts[1:])}
     return wanted, unassigned
 
 
@@ -86,21 +87,21 @@ def _current_views_with(store: LayerStore, tokenizer_digest: str, policy_version
 
 
 def _reusable_views(
-    store: LayerStore, matching: list[tuple[str, LayerVersion]], keys: set[str], spill_dir: Path
+    store: LayerStore, matching: list[tuple[str, LayerVersion]], keys: pa.Array, spill_dir: Path
 ) -> Optional[pa.Table]:
     """Rows of earlier token views (``matching``: the releases' current versions made with this
     tokenizer and policy, ``_current_views_with``) whose cache_key is in ``keys``, token columns
     only — spilled to an Arrow IPC file in ``spill_dir`` and returned memory-mapped. The first
     release (in partition order) holding a key supplies all of its rows (both preference views)."""
-    wanted = pa.array(sorted(keys), pa.string())
-    seen: set[str] = set()
+    wanted = pc.unique(keys)
+    seen: list[pa.Array] = []  # keys already supplied by an earlier release
     path = spill_dir / "reusable.arrow"
     writer = None
     try:
         # manifests first: only matching views are fetched
         for release, peeked in matching:
             v = store.open_version(TOKEN_VIEWS, release, peeked.version)
-            done = pa.array(sorted(seen), pa.string())
+            done = pa.concat_arrays(seen) if seen else None
             # the keys first (one narrow column), then only the matching rows' token columns
             hits, start = [], 0
             for batch in v.iter_batches("views", batch_size=8192, columns=["cache_key"]):
@@ -111,15 +112,15 @@ def _reusable_views(
                 hits.append(np.flatnonzero(m.to_numpy(zero_copy_only=False)) + start)
                 start += batch.num_rows
             positions = np.concatenate(hits) if hits else np.empty(0, np.int64)
-            found_here: set[str] = set()
+            found_here: list[pa.Array] = []
             if positions.size:
                 for _, _, t in v.take_rows("views", positions, columns=["cache_key", "variant", *VIEW_TOKEN_COLUMNS]):
                     if writer is None:
                         spill_dir.mkdir(parents=True, exist_ok=True)
                         writer = pa.ipc.new_file(str(path), t.schema)
                     writer.write_table(t)
-                    found_here.update(t.column("cache_key").to_pylist())
-            seen |= found_here
+                    found_here.append(t.column("cache_key").combine_chunks())
+            seen += found_here
     finally:
         if writer is not None:
             writer.close()
@@ -128,36 +129,38 @@ def _reusable_views(
     return pa.ipc.open_file(pa.memory_map(str(path))).read_all()
 
 
+@dataclass
 class _SnapshotPlan:
-    """The wanted records of one snapshot, in curated order: row, id, split, cache key (or None)."""
+    """The wanted records of one snapshot, in curated order: row, id, split, cache key (null: the
+    record has no stored digest) — as columns."""
 
-    def __init__(self, snapshot: str, curated: LayerVersion) -> None:
-        self.snapshot, self.curated = snapshot, curated
-        self.rows: list[int] = []
-        self.record_ids: list[str] = []
-        self.splits: list[str] = []
-        self.keys: list[Optional[str]] = []
+    snapshot: str
+    curated: LayerVersion
+    rows: np.ndarray  # int64, ascending
+    record_ids: pa.Array
+    splits: pa.Array
+    keys: pa.Array  # string, nullable
+
+    def __len__(self) -> int:
+        return len(self.rows)
 
 
-def _plan_snapshot(snap: str, cur: LayerVersion, ids: dict[str, str], tokenizer_digest: str, pver: str) -> _SnapshotPlan:
+def _plan_snapshot(snap: str, cur: LayerVersion, ids: pa.Table, tokenizer_digest: str, pver: str) -> _SnapshotPlan:
     """Where every wanted record of ``snap`` is (from the ids and stored digests only: no payload parsing)."""
-    plan = _SnapshotPlan(snap, cur)
-    row = 0
-    for b in cur.iter_batches("records", batch_size=8192, columns=["record_id", "record_sha256"]):
-        for rid, sha in zip(b.column(0).to_pylist(), b.column(1).to_pylist()):
-            split = ids.get(rid)
-            if split is not None:
-                plan.rows.append(row)
-                plan.record_ids.append(rid)
-                plan.splits.append(split)
-                plan.keys.append(cache_key(sha, tokenizer_digest, pver) if sha else None)
-            row += 1
-    if len(plan.rows) != len(ids):
+    records = cur.read_table("records", columns=["record_id", "record_sha256"])  # this snapshot only
+    found = pc.index_in(records.column("record_id"), value_set=ids.column("record_id").combine_chunks()).combine_chunks()
+    rows = np.flatnonzero(np.asarray(pc.is_valid(found).to_numpy(zero_copy_only=False), dtype=bool)).astype(np.int64)
+    if rows.size != ids.num_rows:
         raise ValueError(
-            f"{len(ids) - len(plan.rows)} record(s) of snapshot {snap!r} assigned by splits are missing from its "
+            f"{ids.num_rows - rows.size} record(s) of snapshot {snap!r} assigned by splits are missing from its "
             f"current curated_records version {cur.version}; rebuild the release (dedup_clusters, splits)"
         )
-    return plan
+    take = pa.array(rows, pa.int64())
+    split = ids.column("split").combine_chunks().take(found.take(take))
+    shas = records.column("record_sha256").take(take)
+    keys = pa.array([cache_key(sha, tokenizer_digest, pver) if sha else None  # sha256 per record: hashlib
+                     for b in shas.chunks for sha in b.to_pylist()], pa.string())
+    return _SnapshotPlan(snap, cur, rows, records.column("record_id").take(take).combine_chunks(), split, keys)
 
 
 # Small snapshots (fewer wanted records than a row group) share a segment: one starts where a
@@ -198,7 +201,7 @@ def segment_starts(snapshot: str, records: int, previous_records: Optional[int],
     return h % SMALL_SNAPSHOTS_PER_SEGMENT == 0
 
 
-def segment_key(snapshot: str, curated: LayerVersion, ids: Mapping[str, str], tokenizer_digest: str, pver: str,
+def segment_key(snapshot: str, curated: LayerVersion, ids: pa.Table, tokenizer_digest: str, pver: str,
                 store: LayerStore) -> str:
     """What a snapshot's views and decisions files are a function of: its curated version, which of
     its records the release keeps in which split, the tokenizer, the view policy, this layer's
@@ -209,8 +212,12 @@ def segment_key(snapshot: str, curated: LayerVersion, ids: Mapping[str, str], to
         "tokenizer_digest": tokenizer_digest, "policy_version": pver,
         "layout": [store.rows_per_group, store.bytes_per_group, store.groups_per_file],
     }))
-    for rid in sorted(ids):
-        h.update(f"{rid}\x00{ids[rid]}\n".encode())
+    # every "<record id>\0<split>\n" in record-id order, hashed straight from an Arrow buffer
+    if ids.num_rows:
+        lines = pc.binary_join_element_wise(ids.column("record_id").combine_chunks(), "\x00",
+                                            ids.column("split").combine_chunks(), "\n", "")
+        offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32, count=len(lines) + 1, offset=lines.offset * 4)
+        h.update(memoryview(lines.buffers()[2])[int(offsets[0]):int(offsets[-1])])
     return h.hexdigest()
 
 
@@ -257,7 +264,7 @@ def build_token_views(
     tok = frozen_tokenizer_of(tokenizer)
     pver = view_policy_version(policy)
     wanted, unassigned = _kept_assignments(splits)
-    total = sum(len(v) for v in wanted.values())
+    total = sum(v.num_rows for v in wanted.values())
     # one scan of the manifests serves both the segment adoption and the row-by-row reuse
     matching = list(_current_views_with(store, tok.digest, pver, store.partitions(TOKEN_VIEWS))) if reuse else []
     adoptable = _adoptable_segments(release, matching) if adopt else {}
@@ -266,13 +273,14 @@ def build_token_views(
     previous: Optional[int] = None
     for snap in sorted(wanted):
         cur = curated[snap] = store.require_current(CURATED_RECORDS, snap)
-        if segment_starts(snap, len(wanted[snap]), previous, store.rows_per_group):
+        n = wanted[snap].num_rows
+        if segment_starts(snap, n, previous, store.rows_per_group):
             segments.append(_Segment([], [], 0))
         seg = segments[-1]
         seg.snapshots.append(snap)
         seg.keys.append(segment_key(snap, cur, wanted[snap], tok.digest, pver, store))
-        seg.records += len(wanted[snap])
-        previous = len(wanted[snap])
+        seg.records += n
+        previous = n
     for seg in segments:
         seg.adopt = adoptable.get(seg.key)
         if seg.adopt is None:
@@ -286,15 +294,15 @@ def build_token_views(
     # the spill and the tasks' files, locked by this live build (a concurrent build's cleanup skips it)
     work, lock = new_staging_dir(partition, prefix=".tmp-views-")
     try:
-        index: dict[str, list[int]] = {}
+        index: Optional[_CachedRows] = None
         reusable = None
         if reuse:
-            keys = {k for s in segments for p in s.plans for k in p.keys if k is not None}
-            cached = _reusable_views(store, matching, keys, work) if keys else None
+            plan_keys = [p.keys for s in segments for p in s.plans if len(p)]
+            keys = pc.drop_null(pa.concat_arrays(plan_keys)) if plan_keys else pa.array([], pa.string())
+            cached = _reusable_views(store, matching, keys, work) if len(keys) else None
             if cached is not None:
                 reusable = str(work / "reusable.arrow")
-                for i, k in enumerate(cached.column("cache_key").to_pylist()):
-                    index.setdefault(k, []).append(i)
+                index = _CachedRows(cached.column("cache_key"))
                 cached = None
         _write_task_plans(segments, index, work, tok, tokenizer, policy, reusable, task_records, max_records, max_chars)
         del index
@@ -305,23 +313,50 @@ def build_token_views(
         unlock(lock)
 
 
-def _write_task_plans(segments: list[_Segment], index: dict[str, list[int]], work: Path, tok: FrozenTokenizer,
+class _CachedRows:
+    """cache key -> the rows of the reusable-views spill holding its views (ascending), for many
+    keys at once: one sort of the spill's keys, then a lookup per plan chunk."""
+
+    def __init__(self, spill_keys) -> None:
+        keys = spill_keys.combine_chunks() if isinstance(spill_keys, pa.ChunkedArray) else spill_keys
+        t = pa.table({"k": keys, "i": pa.array(np.arange(len(keys), dtype=np.int64))}).sort_by([("k", "ascending"), ("i", "ascending")])
+        self.positions = np.asarray(t.column("i").to_numpy(), dtype=np.int64)
+        enc = pc.dictionary_encode(t.column("k").combine_chunks())
+        codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+        self.starts = np.concatenate([[0], np.flatnonzero(np.diff(codes)) + 1]).astype(np.int64) if len(codes) else np.zeros(0, np.int64)
+        self.unique = t.column("k").combine_chunks().take(pa.array(self.starts))
+        self.ends = np.append(self.starts[1:], len(codes)).astype(np.int64)
+
+    def lists(self, keys: pa.Array) -> pa.Array:
+        """For each key, the list of its spill rows (null: no key, or not in the spill)."""
+        at = pc.index_in(keys, value_set=self.unique)
+        valid = np.asarray(pc.is_valid(at).to_numpy(zero_copy_only=False), dtype=bool)
+        u = np.asarray(pc.fill_null(at, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
+        lengths = np.where(valid, self.ends[u] - self.starts[u], 0) if len(u) else np.zeros(0, np.int64)
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+        first = np.repeat(np.where(valid, self.starts[u], 0), lengths)
+        within = np.arange(int(offsets[-1]), dtype=np.int64) - np.repeat(offsets[:-1].astype(np.int64), lengths)
+        values = pa.array(self.positions[first + within] if first.size else np.zeros(0, np.int64), pa.int64())
+        return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values, mask=pa.array(~valid))
+
+
+def _write_task_plans(segments: list[_Segment], index: Optional[_CachedRows], work: Path, tok: FrozenTokenizer,
                       tokenizer: LayerVersion, policy: TokenViewPolicy, reusable: Optional[str], task_records: int,
                       max_records: int, max_chars: int) -> None:
     """One plan file per chunk of ``task_records`` records of a built snapshot, in record order."""
     n = 0
     for seg in segments:
         for p in seg.plans:
-            for lo in range(0, len(p.rows), task_records):
-                hi = min(lo + task_records, len(p.rows))
+            for lo in range(0, len(p), task_records):
+                hi = min(lo + task_records, len(p))
                 name = work / f"task-{n:06d}"
                 n += 1
+                keys = p.keys.slice(lo, hi - lo)
                 table = pa.table({
-                    "row": pa.array(np.asarray(p.rows[lo:hi], np.int64)),
-                    "record_id": pa.array(p.record_ids[lo:hi], pa.string()),
-                    "split": pa.array(p.splits[lo:hi], pa.string()),
-                    "cached": pa.array([index.get(k) if k is not None else None for k in p.keys[lo:hi]],
-                                       pa.list_(pa.int64())),
+                    "row": pa.array(p.rows[lo:hi]),
+                    "record_id": p.record_ids.slice(lo, hi - lo),
+                    "split": p.splits.slice(lo, hi - lo),
+                    "cached": index.lists(keys) if index is not None else pa.nulls(hi - lo, pa.list_(pa.int64())),
                 }, schema=PLAN_SCHEMA)
                 with pa.ipc.new_file(f"{name}.plan.arrow", PLAN_SCHEMA) as w:
                     w.write_table(table)
