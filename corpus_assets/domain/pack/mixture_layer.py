@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from corpus_assets.domain.core.arrow_columns import run_bounds
 from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
 from corpus_assets.domain.pack.mixture import MIXTURE_PLAN_SCHEMA, MixtureSpec, SourceUnits, build_plan, mixture_spec_version
 from corpus_assets.domain.layers.decisions import DECISIONS_TABLE, decisions_from_columns
@@ -64,16 +65,12 @@ def training_units(
     t = packable_views(t.filter(pc.fill_null(pc.equal(t.column("split"), train_split), False)))
     # one sort by (source, record id), then a slice per source: columns, no dict per record
     t = t.select(["record_id", col, "n_tokens"]).sort_by([(col, "ascending"), ("record_id", "ascending")])
-    enc = pc.dictionary_encode(t.column(col).combine_chunks())
-    codes = np.asarray(pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
-    cuts = [0, *(np.flatnonzero(np.diff(codes)) + 1).tolist(), t.num_rows] if t.num_rows else [0]
     ids, tok = t.column("record_id").combine_chunks(), np.asarray(t.column("n_tokens").to_numpy(), dtype=np.int64)
-    runs = {}
-    for lo, hi in zip(cuts, cuts[1:]):
-        runs[None if codes[lo] < 0 else enc.dictionary[codes[lo]].as_py()] = (lo, hi)
+    bounds = run_bounds(t.column(col))
+    found = {name: SourceUnits(ids.slice(lo, hi - lo), tok[lo:hi])
+             for name, lo, hi in zip(t.column(col).take(pa.array(bounds[:-1])).to_pylist(), bounds[:-1], bounds[1:])}
     empty = SourceUnits([], np.zeros(0, np.int64))
-    return {name: SourceUnits(ids.slice(runs[name][0], runs[name][1] - runs[name][0]), tok[runs[name][0]:runs[name][1]])
-            if name in runs else empty for name in sorted(names, key=lambda k: (k is not None, k))}
+    return {name: found.get(name, empty) for name in sorted(names, key=lambda k: (k is not None, k))}
 
 
 def build_mixture_plan(

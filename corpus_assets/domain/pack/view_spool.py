@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from corpus_assets.domain.core.arrow_columns import strings
 from corpus_assets.domain.storage.layer_store import LayerVersion
 
 _MAP_WIDTHS = {"ids": 4, "mask": 1, "offsets": 8}  # bytes per token in each map (int32, uint8, 2 x int32)
@@ -83,9 +84,9 @@ class SplitViews:
         split has no view of it (a split holds one packable view per record). Each call hashes
         every record id of the split: look many ids up in one call."""
         if isinstance(record_ids, pa.ChunkedArray):  # one lookup table for every chunk
-            record_ids = pa.chunked_array([_strings(c) for c in record_ids.chunks], pa.string())
+            record_ids = pa.chunked_array([strings(c) for c in record_ids.chunks], pa.string())
         else:
-            record_ids = _strings(record_ids)
+            record_ids = strings(record_ids)
         found = pc.index_in(record_ids, value_set=self.record_ids)
         return np.asarray(pc.fill_null(found, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
 
@@ -98,7 +99,7 @@ class SplitViews:
         """Append every row of ``batch`` (already one packable view per record)."""
         n, ids, mask, offs = _token_columns(batch)
         none = pa.nulls(batch.num_rows, pa.string())
-        cols = {c: (_strings(batch.column(c)) if c in batch.schema.names else none) for c in _RECORD_COLUMNS}
+        cols = {c: (strings(batch.column(c)) if c in batch.schema.names else none) for c in _RECORD_COLUMNS}
         self._append_arrays(n, ids, mask, offs, cols)
 
     def _append_arrays(self, n: np.ndarray, ids: np.ndarray, mask: np.ndarray, offs: np.ndarray, columns: dict) -> None:
@@ -202,16 +203,6 @@ class SplitViews:
         return ids, mask, offs, lengths, self.record_ids.take(take), self.variants.take(take)
 
 
-def _strings(values) -> pa.Array:
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
-    if not isinstance(values, pa.Array):
-        return pa.array(values, pa.string())
-    if pa.types.is_dictionary(values.type):
-        values = values.dictionary_decode()
-    return values if values.type == pa.string() else values.cast(pa.string())
-
-
 def _token_columns(batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """n_tokens, and the flat ids, masks and (n, 2) offsets of a batch of views (zero-copy)."""
     n = np.asarray(batch.column("n_tokens").to_numpy(zero_copy_only=False), dtype=np.int64)
@@ -300,7 +291,7 @@ class SpooledViews:
         n, ids, mask, offs = _token_columns(batch)
         packable = _packable(batch.column("variant"))
         split = batch.column("split")
-        cols = {c: _strings(batch.column(c)) for c in _RECORD_COLUMNS}
+        cols = {c: strings(batch.column(c)) for c in _RECORD_COLUMNS}
         for name in sorted(set(pc.unique(split).to_pylist()) & wanted):
             rows = packable & np.asarray(pc.fill_null(pc.equal(split, name), False).to_numpy(zero_copy_only=False), bool)
             if not rows.any():
@@ -346,7 +337,7 @@ def balanced_ranges(items: list, sizes: list[int], n: int) -> list[tuple]:
 def _packable(variants) -> np.ndarray:
     """One view per record, as the mixture plan counts them (``mixture_layer.packable_views``):
     no variant, or the chosen one."""
-    chosen = pc.fill_null(pc.equal(_strings(variants), "chosen"), True)
+    chosen = pc.fill_null(pc.equal(strings(variants), "chosen"), True)
     return np.asarray(chosen.to_numpy(zero_copy_only=False), dtype=bool)
 
 

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from corpus_assets.domain.core.arrow_columns import strings
 from corpus_assets.domain.dedup.near import connected_components
 from corpus_assets.domain.tokens.splits import SplitPolicy, split_policy_version, split_row, unit_interval
 
@@ -26,17 +27,11 @@ def _codes(column: pa.Array) -> tuple[np.ndarray, np.ndarray, int]:
     return codes, valid, len(enc.dictionary)
 
 
-def _column(values) -> pa.Array:
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
-    return values if isinstance(values, pa.Array) else pa.array(values, pa.string())
-
-
 def leakage_group_column(record_ids, declared_groups, near_components) -> pa.Array:
     """The leakage-group key of each record, as ``splits.leakage_groups`` defines it: records
     sharing a declared group (null: the record's own id) or a near-duplicate component are joined
     transitively, and a group is keyed by the smallest declared group id in it."""
-    ids, declared, near = _column(record_ids), _column(declared_groups), _column(near_components)
+    ids, declared, near = strings(record_ids), strings(declared_groups), strings(near_components)
     n = len(ids)
     if len(declared) != n or len(near) != n:
         raise ValueError(f"record_ids ({n}), declared_groups ({len(declared)}) and near_components "
@@ -76,7 +71,7 @@ class SplitColumns:
 def assign_columns(group_keys, policy: SplitPolicy) -> SplitColumns:
     """Split of every record by u of its group key (``SplitPolicy.split_of_u``), and the report
     ``SplitAssignment.report()`` gives for the same assignment (no group pinned, none quarantined)."""
-    keys = _column(group_keys)
+    keys = strings(group_keys)
     enc = pc.dictionary_encode(keys)
     codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
     u_group = np.fromiter((unit_interval(k, policy.salt) for k in enc.dictionary.to_pylist()),

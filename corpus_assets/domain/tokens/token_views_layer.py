@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from corpus_assets.domain.core.arrow_columns import run_bounds
 from corpus_assets.domain.core.compute import Engine
 from corpus_assets.domain.core.hashing import canonical_json
 from corpus_assets.domain.storage.dir_locks import new_staging_dir, unlock
@@ -65,11 +66,9 @@ def _kept_assignments(splits: LayerVersion) -> tuple[dict[str, pa.Table], int]:
     unassigned = t.column("split").null_count
     t = t.filter(pc.is_valid(t.column("split"))).select(["snapshot", "record_id", "split"])
     t = t.sort_by([("snapshot", "ascending"), ("record_id", "ascending")]).combine_chunks()
-    enc = pc.dictionary_encode(t.column("snapshot").combine_chunks())
-    codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-    cuts = [0, *(np.flatnonzero(np.diff(codes)) + 1).tolist(), t.num_rows] if t.num_rows else [0]
-    wanted = {enc.dictionary[codes[lo]].as_py(): t.slice(lo, hi - lo).select(["record_id", "split"])
-              for lo, hi in zip(cuts, cuts[1:])}
+    bounds = run_bounds(t.column("snapshot"))
+    wanted = {snap: t.slice(lo, hi - lo).select(["record_id", "split"])
+              for snap, lo, hi in zip(t.column("snapshot").take(pa.array(bounds[:-1])).to_pylist(), bounds[:-1], bounds[1:])}
     return wanted, unassigned
 
 
@@ -321,11 +320,9 @@ class _CachedRows:
         keys = spill_keys.combine_chunks() if isinstance(spill_keys, pa.ChunkedArray) else spill_keys
         t = pa.table({"k": keys, "i": pa.array(np.arange(len(keys), dtype=np.int64))}).sort_by([("k", "ascending"), ("i", "ascending")])
         self.positions = np.asarray(t.column("i").to_numpy(), dtype=np.int64)
-        enc = pc.dictionary_encode(t.column("k").combine_chunks())
-        codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-        self.starts = np.concatenate([[0], np.flatnonzero(np.diff(codes)) + 1]).astype(np.int64) if len(codes) else np.zeros(0, np.int64)
-        self.unique = t.column("k").combine_chunks().take(pa.array(self.starts))
-        self.ends = np.append(self.starts[1:], len(codes)).astype(np.int64)
+        bounds = run_bounds(t.column("k"))
+        self.starts, self.ends = bounds[:-1], bounds[1:]
+        self.unique = t.column("k").combine_chunks().take(pa.array(self.starts))  # Arrow: no str per key
 
     def lists(self, keys: pa.Array) -> pa.Array:
         """For each key, the list of its spill rows (null: no key, or not in the spill)."""
