@@ -3,7 +3,7 @@ columns rather than as a Python object per record."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -31,3 +31,17 @@ def run_bounds(sorted_column: Any) -> np.ndarray:
         return np.zeros(1, dtype=np.int64)
     codes = np.asarray(pc.fill_null(pc.dictionary_encode(col).indices, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
     return np.concatenate([[0], np.flatnonzero(np.diff(codes)) + 1, [len(codes)]]).astype(np.int64)
+
+
+def equal_mask(column: Any, value: Any) -> np.ndarray:
+    """Which rows of ``column`` equal ``value`` (nulls: not equal), as a numpy bool array."""
+    return np.asarray(pc.fill_null(pc.equal(column, value), False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def sorted_groups(table: pa.Table, by: str, then: Sequence[str] = ()) -> dict:
+    """{value of ``by``: its rows}, the table sorted by ``by`` then ``then`` and cut at the runs of
+    ``by`` (one sort, not a filter per value; a null ``by`` is the group ``None``)."""
+    t = table.sort_by([(c, "ascending") for c in (by, *then)]).combine_chunks()
+    bounds = run_bounds(t.column(by))
+    values = t.column(by).take(pa.array(bounds[:-1])).to_pylist()
+    return {v: t.slice(lo, hi - lo) for v, lo, hi in zip(values, bounds[:-1].tolist(), bounds[1:].tolist())}

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from corpus_assets.domain.core.arrow_columns import run_bounds
+from corpus_assets.domain.core.arrow_columns import sorted_groups
 from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
 from corpus_assets.domain.pack.mixture import MIXTURE_PLAN_SCHEMA, MixtureSpec, SourceUnits, build_plan, mixture_spec_version
 from corpus_assets.domain.layers.decisions import DECISIONS_TABLE, decisions_from_columns
@@ -41,9 +41,12 @@ def sources_table(report: dict) -> pa.Table:
 def packable_views(views: pa.Table | pa.RecordBatch) -> pa.Table | pa.RecordBatch:
     """One row per record: the view packing uses (the only view, or ``chosen`` of a preference
     pair). Works on a whole table or on one batch of it."""
-    variant = views.column("variant")
-    keep = pc.or_(pc.is_null(variant), pc.equal(variant, "chosen"))
-    return views.filter(pc.fill_null(keep, True))
+    return views.filter(packable_mask(views.column("variant")))
+
+
+def packable_mask(variant) -> pa.Array:
+    """Per view, whether packing uses it: no variant, or the ``chosen`` one of a preference pair."""
+    return pc.fill_null(pc.equal(variant, "chosen"), True)
 
 
 def default_spec(n_train_records: int) -> MixtureSpec:
@@ -64,11 +67,8 @@ def training_units(
         names |= set(declared)
     t = packable_views(t.filter(pc.fill_null(pc.equal(t.column("split"), train_split), False)))
     # one sort by (source, record id), then a slice per source: columns, no dict per record
-    t = t.select(["record_id", col, "n_tokens"]).sort_by([(col, "ascending"), ("record_id", "ascending")])
-    ids, tok = t.column("record_id").combine_chunks(), np.asarray(t.column("n_tokens").to_numpy(), dtype=np.int64)
-    bounds = run_bounds(t.column(col))
-    found = {name: SourceUnits(ids.slice(lo, hi - lo), tok[lo:hi])
-             for name, lo, hi in zip(t.column(col).take(pa.array(bounds[:-1])).to_pylist(), bounds[:-1], bounds[1:])}
+    found = {name: SourceUnits(g.column("record_id"), np.asarray(g.column("n_tokens").to_numpy(), dtype=np.int64))
+             for name, g in sorted_groups(t.select(["record_id", col, "n_tokens"]), col, ["record_id"]).items()}
     empty = SourceUnits([], np.zeros(0, np.int64))
     return {name: found.get(name, empty) for name in sorted(names, key=lambda k: (k is not None, k))}
 

@@ -27,7 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from corpus_assets.domain.core.arrow_columns import strings
+from corpus_assets.domain.core.arrow_columns import equal_mask, strings
+from corpus_assets.domain.pack.mixture_layer import packable_mask
 from corpus_assets.domain.storage.layer_store import LayerVersion
 
 _MAP_WIDTHS = {"ids": 4, "mask": 1, "offsets": 8}  # bytes per token in each map (int32, uint8, 2 x int32)
@@ -293,7 +294,7 @@ class SpooledViews:
         split = batch.column("split")
         cols = {c: strings(batch.column(c)) for c in _RECORD_COLUMNS}
         for name in sorted(set(pc.unique(split).to_pylist()) & wanted):
-            rows = packable & np.asarray(pc.fill_null(pc.equal(split, name), False).to_numpy(zero_copy_only=False), bool)
+            rows = packable & equal_mask(split, name)
             if not rows.any():
                 continue
             if rows.all():
@@ -335,10 +336,8 @@ def balanced_ranges(items: list, sizes: list[int], n: int) -> list[tuple]:
 
 
 def _packable(variants) -> np.ndarray:
-    """One view per record, as the mixture plan counts them (``mixture_layer.packable_views``):
-    no variant, or the chosen one."""
-    chosen = pc.fill_null(pc.equal(strings(variants), "chosen"), True)
-    return np.asarray(chosen.to_numpy(zero_copy_only=False), dtype=bool)
+    """One view per record, as the mixture plan counts them (``mixture_layer.packable_mask``)."""
+    return np.asarray(packable_mask(strings(variants)).to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def _range_tokens(files: list[str], ranges: list[tuple], names: list[str]) -> np.ndarray:
@@ -353,8 +352,7 @@ def _range_tokens(files: list[str], ranges: list[tuple], names: list[str]) -> np
             keep = _packable(t.column("variant"))
             split = t.column("split")
             for i, name in enumerate(names):
-                here = np.asarray(pc.fill_null(pc.equal(split, name), False).to_numpy(zero_copy_only=False), bool)
-                out[k, i] += int(n[keep & here].sum())
+                out[k, i] += int(n[keep & equal_mask(split, name)].sum())
     return out
 
 

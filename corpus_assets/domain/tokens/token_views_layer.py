@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from corpus_assets.domain.core.arrow_columns import run_bounds
+from corpus_assets.domain.core.arrow_columns import run_bounds, sorted_groups
 from corpus_assets.domain.core.compute import Engine
 from corpus_assets.domain.core.hashing import canonical_json
 from corpus_assets.domain.storage.dir_locks import new_staging_dir, unlock
@@ -65,10 +65,7 @@ def _kept_assignments(splits: LayerVersion) -> tuple[dict[str, pa.Table], int]:
     t = t.filter(pc.fill_null(t.column("kept"), False))
     unassigned = t.column("split").null_count
     t = t.filter(pc.is_valid(t.column("split"))).select(["snapshot", "record_id", "split"])
-    t = t.sort_by([("snapshot", "ascending"), ("record_id", "ascending")]).combine_chunks()
-    bounds = run_bounds(t.column("snapshot"))
-    wanted = {snap: t.slice(lo, hi - lo).select(["record_id", "split"])
-              for snap, lo, hi in zip(t.column("snapshot").take(pa.array(bounds[:-1])).to_pylist(), bounds[:-1], bounds[1:])}
+    wanted = {snap: g.select(["record_id", "split"]) for snap, g in sorted_groups(t, "snapshot", ["record_id"]).items()}
     return wanted, unassigned
 
 

@@ -21,6 +21,7 @@ from typing import Any, Iterator, Mapping, Optional
 import pyarrow.compute as pc
 from pydantic import ValidationError
 
+from corpus_assets.domain.core.arrow_columns import sorted_groups
 from corpus_assets.domain.core.data_root import DataRoot
 from corpus_assets.domain.core.errors import CorpusError
 from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
@@ -68,11 +69,15 @@ class TrainingTexts:
     def __iter__(self) -> Iterator[str]:
         for snap in sorted(self.wanted):
             ids = self.wanted[snap]
-            seen = 0
-            for b in self.store.require_current(CURATED_RECORDS, snap).iter_batches("records", columns=["record_id", "text"]):
-                mine = b.filter(pc.is_in(b.column(0), value_set=ids))
+            cur = self.store.require_current(CURATED_RECORDS, snap)
+            # which rows are wanted: one lookup over the snapshot's ids (not a hash of ``ids`` per batch)
+            wanted = pc.is_in(cur.read_table("records", columns=["record_id"]).column(0), value_set=ids).combine_chunks()
+            seen = start = 0
+            for b in cur.iter_batches("records", columns=["text"]):
+                mine = b.filter(wanted.slice(start, b.num_rows))
+                start += b.num_rows
                 seen += mine.num_rows
-                yield from mine.column(1).to_pylist()
+                yield from mine.column(0).to_pylist()
             if seen != len(ids):
                 raise ValueError(f"tokenizer training: {len(ids) - seen} training record(s) of {snap} have no curated text "
                                  "(curated_records changed after splits?); rebuild the release")
@@ -82,9 +87,7 @@ def training_texts(store: LayerStore, splits: LayerVersion, train_split: str = "
     """The kept records of ``splits`` assigned to ``train_split``, as texts to stream."""
     t = splits.read_table("assignments", columns=["record_id", "snapshot", "kept", "split"])
     t = t.filter(pc.and_(pc.fill_null(t.column("kept"), False), pc.fill_null(pc.equal(t.column("split"), train_split), False)))
-    wanted = {}
-    for snap in pc.unique(t.column("snapshot")).to_pylist():
-        wanted[snap] = t.filter(pc.equal(t.column("snapshot"), snap)).column("record_id").combine_chunks()
+    wanted = {snap: g.column("record_id").combine_chunks() for snap, g in sorted_groups(t, "snapshot").items()}
     return TrainingTexts(store, wanted, t.num_rows)
 
 
