@@ -12,7 +12,9 @@ two increments (a jsonl snapshot re-reads its whole file, so a delta arrives as 
 
 Release spec (``inc`` and, for the baseline, ``full``; identical): the three sources, split
 0.8/0.1/0.1, byte-level BPE trained on the training split (``--vocab-size``) with ``freeze: true``,
-no mixture (the training split read once), atomic packing at ``--seq-len``, shards of ``--shard-blocks``
+no mixture (the training split read once), atomic packing at ``--seq-len`` in ``--order`` (default
+``append``: the samples of the previous build keep their order, so the shards before the new samples
+are kept; ``plan``: the training permutation moves every sample), shards of ``--shard-blocks``
 blocks (default 16: many small shards; the project default is 2^22 positions, 2048 blocks of 2048).
 
 Steps, one process, one persistent Dagster instance (temp ``DAGSTER_HOME``, SQLite), release_job run
@@ -34,7 +36,7 @@ and each step; the token views' tokenized / reused / adopted record counts; the 
 plus the full build) and increment2 (multiprocess) / increment.
 
 Run:  .venv/bin/python bench/bench_increment.py [--min-chars 600] [--vocab-size 8192] [--seq-len 2048] [--shard-blocks 16]
-      [--no-multiprocess] [--profile FILE]
+      [--order append|plan] [--no-multiprocess] [--profile FILE]
 """
 
 from __future__ import annotations
@@ -111,7 +113,7 @@ def setup(root: Path, args) -> dict[str, int]:
             "split: {fractions: [0.8, 0.1, 0.1]}\n"
             f"tokenizer: {{train: {{vocab_size: {args.vocab_size}, min_frequency: 2}}, freeze: true, "
             "special_tokens: ['<|endoftext|>', '<|pad|>'], eos_token: '<|endoftext|>'}\n"
-            f"packing: {{seq_len: {args.seq_len}, mode: atomic, overlength: split, pad_token: '<|pad|>'}}\n"
+            f"packing: {{seq_len: {args.seq_len}, mode: atomic, overlength: split, pad_token: '<|pad|>', order: {args.order}}}\n"
             f"shards: {{positions: {args.shard_blocks * args.seq_len}}}\n")
     for name in ("inc", "full"):
         (rel / f"{name}.yaml").write_text(f"name: {name}\n" + body)
@@ -152,6 +154,18 @@ def token_view_counts(instance, run_id: str) -> tuple[int, int, int]:
     return -1, -1, -1
 
 
+def shards_kept(instance, run_id: str) -> tuple[int, int]:
+    """(shards kept from the previous build, shards) of the run's packed_shards."""
+    import dagster as dg
+
+    for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
+        m = e.dagster_event.event_specific_data.materialization
+        if m.asset_key.path[-1] == "packed_shards":
+            md = m.metadata
+            return (md["shards_kept"].value if "shards_kept" in md else 0), md["shards"].value
+    return -1, -1
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--min-chars", type=int, default=600, help="a record is blank-line blocks merged up to this size")
@@ -159,6 +173,8 @@ def main() -> None:
     ap.add_argument("--vocab-size", type=int, default=8192)
     ap.add_argument("--seq-len", type=int, default=2048)
     ap.add_argument("--shard-blocks", type=int, default=16, help="blocks per shard (shards.positions = this x seq_len)")
+    ap.add_argument("--order", choices=("append", "plan"), default="append",
+                    help="packing.order: append keeps the shards before the new samples; plan re-orders the training split")
     ap.add_argument("--no-multiprocess", action="store_true", help="skip the multiprocess-executor increment")
     ap.add_argument("--profile", type=Path, default=None,
                     help="write a cProfile of the (in-process) increment run to this file (pstats format)")
@@ -175,7 +191,8 @@ def main() -> None:
     sizes = setup(root, args)
     print(f"machine: {cpu_model()}, {os.cpu_count()} cores; python {sys.version.split()[0]}")
     print(f"records: base {sizes['base']:,} ({sizes['chars'] / 1e6:.1f} M chars), increments {sizes['new1']:,} + "
-          f"{sizes['new2']:,}; vocab {args.vocab_size}, seq_len {args.seq_len}, {args.shard_blocks} blocks per shard", flush=True)
+          f"{sizes['new2']:,}; vocab {args.vocab_size}, seq_len {args.seq_len}, {args.shard_blocks} blocks per shard, "
+          f"packing.order {args.order}", flush=True)
 
     import dagster as dg
     from dagster import DagsterInstance
@@ -213,7 +230,8 @@ def main() -> None:
                                 run_config={"execution": {"config": {"multiprocess": {"max_concurrent": 1}}}}) as res:
                 run_id = res.run_id
         wall = time.perf_counter() - started
-        return {"wall": wall, "steps": step_times(instance, run_id), "views": token_view_counts(instance, run_id)}
+        return {"wall": wall, "steps": step_times(instance, run_id), "views": token_view_counts(instance, run_id),
+                "shards": shards_kept(instance, run_id)}
 
     snapshot("stdlib", 0)
     runs: dict[str, dict] = {}
@@ -244,6 +262,7 @@ def main() -> None:
     print(f"{'sum of steps':<18}" + "".join(f"{sum(r['steps'].values()):>14.2f}" for r in runs.values()))
     print(f"{'run wall':<18}" + "".join(f"{r['wall']:>14.2f}" for r in runs.values()))
     print(f"{'views tok/reu/ado':<18}" + "".join(f"{'%d/%d/%d' % r['views']:>14}" for r in runs.values()))
+    print(f"{'shards kept/all':<18}" + "".join(f"{'%d/%d' % r['shards']:>14}" for r in runs.values()))
     inc, full = runs["increment"], runs["full"]
     print(f"\nincrement / full: wall {inc['wall'] / full['wall']:.1%}, steps {sum(inc['steps'].values()) / sum(full['steps'].values()):.1%} "
           "(target <= 10%)")

@@ -4,7 +4,7 @@ import dagster as dg
 from pydantic import Field
 
 from corpus_assets.domain.core.compute import engine_from_env
-from corpus_assets.domain.layers.registry import MIXTURE_PLAN, TOKENIZER, TOKEN_VIEWS
+from corpus_assets.domain.layers.registry import MIXTURE_PLAN, PACKED_SHARDS, TOKENIZER, TOKEN_VIEWS
 from corpus_assets.domain.core.progress import Progress
 from corpus_assets.domain.pack.shards_layer import (
     SHARDS_LAYER_VERSION,
@@ -76,6 +76,7 @@ def packed_shards_asset(context: dg.AssetExecutionContext, config: PackedShardsC
             mixture_plan=store.require_current(MIXTURE_PLAN, name),
             tokenizer_digest=tok.digest, vocab_size=tok.vocab_size, split_names=names, bos_id=bos_id, log=log,
             engine=engine_from_env(), task_positions=config.task_positions,  # shard ranges as tasks; never changes a byte
+            order=rspec.packing.order, previous=store.current(PACKED_SHARDS, name),  # keeps unchanged shards
         )
     except SpanCoverageError as exc:
         # the check's failure is recorded (and shown on the asset) before it blocks the release
@@ -111,6 +112,8 @@ def packed_shards_asset(context: dg.AssetExecutionContext, config: PackedShardsC
             "tokenizer_digest": report["tokenizer_digest"],
             "shard_set": dg.MetadataValue.path(str(store.home / report["shard_set"])),
             "policy_version": report["policy_version"],
+            "order": rspec.packing.order,
+            "shards_kept": dg.MetadataValue.int(sum(report["kept_shards"].values())),
             **version_metadata(version),
         },
     )

@@ -32,6 +32,7 @@ from corpus_assets.domain.pack.packing import (
     coverage_check,
     span_sums,
 )
+from corpus_assets.domain.pack.shard_reuse import shard_packing_summary
 from corpus_assets.domain.pack.shards import ShardWriter, with_record_labels
 from corpus_assets.domain.pack.view_spool import SplitViews
 
@@ -67,6 +68,7 @@ class PackTaskResult:
     placed_path: str
     ok: bool = True
     details: list = field(default_factory=list)
+    summaries: list = field(default_factory=list)  # per shard of ``metas``: ``shard_reuse.shard_packing_summary``
 
 
 def sample_chunks(tokens: np.ndarray, max_samples: int, max_tokens: int):
@@ -129,6 +131,9 @@ def pack_task(task: PackTask) -> PackTaskResult:
     details: list = []
     sources: dict[str, str] = {}
     domains: dict[str, Optional[str]] = {}
+    per = task.per_shard
+    shard_stats: dict[int, PackingStats] = {}  # per shard index: its blocks' output-side stats
+    shard_labels: dict[int, dict] = {}  # and its per-source (or tag) counts
 
     def emit(part: PackedBlocks) -> None:
         nonlocal stats
@@ -144,7 +149,12 @@ def pack_task(task: PackTask) -> PackTaskResult:
         spans = with_record_labels(with_record_labels(mine.spans, "source", sources), "domain", domains)
         writer.add(tokens=mine.tokens, loss_mask=mine.loss_mask, segment_ids=mine.segment_ids, spans=spans,
                    position_ids=mine.position_ids if policy.reset_positions else None, first_block=mine.first_block)
-        add_counts(per_source, label_counts(mine, sources if task.label_key == "source" else domains))
+        labels = sources if task.label_key == "source" else domains
+        first, end = mine.first_block, mine.first_block + len(mine)
+        for k in range(first // per, (end - 1) // per + 1):  # the shards this part reaches
+            w = mine if first >= k * per and end <= (k + 1) * per else block_window(mine, k * per, (k + 1) * per)
+            shard_stats[k] = shard_stats.get(k, PackingStats(policy.seq_len)) + w.stats
+            add_counts(shard_labels.setdefault(k, {}), label_counts(w, labels))
 
     rest = np.asarray(rows[task.state.sample:], dtype=np.int64)
     exhausted = True
@@ -166,4 +176,12 @@ def pack_task(task: PackTask) -> PackTaskResult:
         emit(packer.finish())
     metas = writer.finish() if not details else []
     np.save(task.placed_path, np.concatenate(placed, axis=1) if placed else np.zeros((2, 0), np.int64))
-    return PackTaskResult(metas, stats, per_source, task.placed_path, ok=not details, details=details)
+    summaries = []
+    for i in range(len(metas)):
+        k = task.lo // per + i
+        k_stats = shard_stats.get(k, PackingStats(policy.seq_len))
+        k_stats.dropped, k_stats.dropped_tokens = [], 0  # the dropped tail is the split's, not a shard's
+        summaries.append(shard_packing_summary(k_stats, shard_labels.get(k, {})))
+        add_counts(per_source, shard_labels.get(k, {}))
+    return PackTaskResult(metas, stats, per_source, task.placed_path, ok=not details, details=details,
+                          summaries=summaries)

@@ -15,8 +15,9 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Literal, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -46,12 +47,22 @@ from corpus_assets.domain.pack.shards import (
     with_record_labels,
     write_shard_manifest,
 )
+from corpus_assets.domain.pack.shard_reuse import (
+    adoptable,
+    adopted_stats,
+    append_order,
+    leading_matches,
+    link_shard,
+    previous_order,
+    previous_shards,
+    shard_keys,
+)
 from corpus_assets.domain.pack.pack_tasks import PackTask, add_counts, label_counts, pack_task, sample_chunks
 from corpus_assets.domain.pack.view_spool import SplitViews, SpooledViews
 from corpus_assets.domain.layers.decisions import DECISIONS_TABLE, decisions_from_columns
 from corpus_assets.domain.layers.registry import PACKED_SHARDS, layer
 
-SHARDS_LAYER_VERSION = "packed-shards-layer-2"  # 2: the decisions table
+SHARDS_LAYER_VERSION = "packed-shards-layer-3"  # 2: the decisions table; 3: shard content keys, order
 DEFAULT_SEQ_LEN = 2048  # T when the release spec has no packing.seq_len
 
 SHARDS_TABLES = layer(PACKED_SHARDS).table_specs()
@@ -79,11 +90,16 @@ class PackingSection(PackingPolicy):
     ``pad_token`` overrides ``pad_id``; ``bos_token`` is required for ``boundary: bos``.
 
     Not a policy itself: ``resolve_packing`` builds the ``PackingPolicy`` the packer uses (the
-    token names are not policy fields and never enter ``packing_policy_version``)."""
+    token names and ``order`` are not policy fields and never enter ``packing_policy_version``;
+    the order is the layer's: ``shard_reuse``)."""
 
     seq_len: int = Field(default=DEFAULT_SEQ_LEN, ge=1, description="T, positions per block")
     pad_token: Optional[str] = Field(default=None, min_length=1, description="padding token, by text (overrides pad_id)")
     bos_token: Optional[str] = Field(default=None, min_length=1, description="BOS token, by text (boundary: bos)")
+    order: Literal["plan", "append"] = Field(default="plan", description=(
+        "sample order: 'plan' (train in mixture-plan order, validation / test in token_views order) or "
+        "'append' (samples the previous build packed keep their order, new ones follow in plan order: a "
+        "rebuild after an increment keeps every shard before the new samples)"))
 
     @model_validator(mode="wrap")
     @classmethod
@@ -106,7 +122,7 @@ def resolve_packing(
         from corpus_assets.domain.core.config_files import validate
 
         section = validate(PackingSection, dict(section), f"{where}: packing")
-    fields = section.model_dump(exclude={"pad_token", "bos_token"})
+    fields = section.model_dump(exclude={"pad_token", "bos_token", "order"})
     bos_id = None
     if section.pad_token is not None:
         pid = token_to_id(section.pad_token)
@@ -194,11 +210,17 @@ def build_packed_shards(
     log: Callable[[str], None] = lambda _m: None,
     engine: Optional[Engine] = None,
     task_positions: int = 1 << 23,
+    order: str = "plan",
+    previous: Optional[LayerVersion] = None,
 ) -> tuple[LayerVersion, dict]:
     """Pack every split into the release's shard set and write the layer. The placement is
     planned first (serial, from lengths); then each split's blocks, in ranges of whole shards of
     about ``task_positions`` positions, are packed and written by tasks on ``engine`` (default:
-    in process). The files do not depend on the engine or the range size."""
+    in process). The files do not depend on the engine or the range size.
+
+    ``previous`` (the release's current ``packed_shards`` version) gives the earlier order under
+    ``order="append"``, and shards whose content key it already holds are hard-linked instead of
+    packed (``shard_reuse``): the files do not depend on that either."""
     engine = engine or Engine()
     per_shard = shard_capacity(shard_spec.positions, policy.seq_len)  # S >= T or a clear error
     train = split_names[0]
@@ -222,31 +244,48 @@ def build_packed_shards(
         spooled = SpooledViews.spool(token_views, spool_dir, split_names, log=log, engine=engine)  # row-group ranges as tasks
         planned: dict[str, tuple] = {}
         tasks: list[PackTask] = []
+        label_key = "source" if mix_key == "source" else "domain"
         for i, split in enumerate(split_names):
             table = spooled.splits[split]
             rows = _plan_rows(mixture_plan, table) if split == train else np.arange(len(table), dtype=np.int64)
+            if order == "append":
+                rows = append_order(rows, table, previous_order(previous, split), split)
             if rows.size == 0:
-                planned[split] = (table, rows, None, 0)
+                planned[split] = _SplitPlan(table, rows)
                 continue
-            mine = _pack_split_tasks(table, rows, split, i, spool_dir, tmp / split, policy, bos_id, shard_spec,
-                                     per_shard, tokenizer_digest, vocab_size,
-                                     "source" if mix_key == "source" else "domain", task_positions)
-            planned[split] = (table, rows, mine[0], len(mine[1]))
-            tasks += mine[1]
-        log(f"packed_shards {release}: {sum(1 for v in planned.values() if v[1].size)} split(s) planned, "
+            header = {"layer": SHARDS_LAYER_VERSION, "policy": packing_policy_version(policy), "bos_id": bos_id,
+                      "tokenizer": tokenizer_digest, "vocab_size": vocab_size, "shard_positions": shard_spec.positions,
+                      "split": split, "label_key": label_key}
+            earlier = previous_shards(previous, split, lambda d: shard_directory(store, d)) if previous else {}
+            planned[split] = _pack_split_tasks(table, rows, split, i, spool_dir, tmp / split, policy, bos_id, shard_spec,
+                                               per_shard, tokenizer_digest, vocab_size, label_key, task_positions,
+                                               header, earlier)
+            tasks += planned[split].tasks
+        adopted_total = sum(len(p.adopted) for p in planned.values())
+        log(f"packed_shards {release}: {sum(1 for v in planned.values() if v.rows.size)} split(s) planned, "
+            f"{adopted_total} shard(s) kept from the previous build, "
             f"{len(tasks)} shard range(s) to pack on the {engine.describe()}")
         results = iter(engine.map(pack_task, tasks, name="packed-shards"))
         for split in split_names:
-            table, rows, plan, n_tasks = planned[split]
+            sp = planned[split]
+            table, rows, plan = sp.table, sp.rows, sp.plan
             if rows.size == 0:
                 log(f"packed_shards {release}/{split}: no views; no shards")
                 report["splits"][split] = {"samples": 0, "blocks": 0, "shards": 0}
                 all_meta[split] = []
                 continue
-            metas, st, per_source, placed, details = [], plan.stats, {}, np.zeros(rows.size, np.int64), []
-            for _ in range(n_tasks):
+            metas = [link_shard(p, tmp / split) for p in sp.adopted]
+            st = plan.stats + adopted_stats(metas, policy.seq_len)
+            per_source: dict = {}
+            for m in metas:
+                add_counts(per_source, m["packing"]["per_label"])
+            placed, details = np.zeros(rows.size, np.int64), []
+            for _ in range(len(sp.tasks)):
                 res = next(results)
-                metas += res.metas
+                for m, summary in zip(res.metas, res.summaries):
+                    m["packing"] = summary
+                    m["content_key"] = sp.keys[len(metas)] if sp.keys else None
+                    metas.append(m)
                 st = st + res.stats
                 add_counts(per_source, res.per_source)
                 got = np.load(res.placed_path)
@@ -254,6 +293,8 @@ def build_packed_shards(
                 details += res.details
             if details:
                 raise SpanCoverageError(split, details)
+            if sp.adopted:  # samples before the first packed block were placed whole in the kept shards
+                _placed_before(placed, table, rows, sp.tasks[0].state.sample, policy, st)
             ok = True
             decisions.append(packing_decisions(table, rows, placed, policy, split))
             if metas:
@@ -267,7 +308,7 @@ def build_packed_shards(
                 "quarantined_records": [list(q) for q in st.quarantined],
                 "truncated_records": len(st.truncated),
                 "dropped_pieces": len(st.dropped),
-                "per_source": per_source,
+                "per_source": {k: per_source[k] for k in sorted(per_source)},
             }
             log(f"packed_shards {release}/{split}: {rows.size} samples -> {st.blocks} blocks of {policy.seq_len}, "
                 f"{len(metas)} shards, utilization {st.utilization:.1%}, padding {st.padding}, dropped {st.dropped_tokens}")
@@ -307,22 +348,39 @@ def build_packed_shards(
         "token_views_version": token_views.content_digest,
         "mixture_plan_version": mixture_plan.content_digest,
         "tokenizer_digest": tokenizer_digest,
+        "order": order,
     }
     with store.new_version(PACKED_SHARDS, release, SHARDS_TABLES, build) as w:
         w.write("shards", rows_out)
         for table in decisions:
             w.write(DECISIONS_TABLE, table)
         version = w.commit(extra_manifest={"report": report})
+    # not in the version (its bytes do not depend on what was kept): for the run's log and metadata
+    report["kept_shards"] = {s: len(planned[s].adopted) for s in split_names}
     return version, report
+
+
+@dataclass
+class _SplitPlan:
+    """One split, planned: its samples (spool rows, in packing order), the block plan, each shard's
+    content key, the previous shards it keeps and the tasks that pack the rest."""
+
+    table: SplitViews
+    rows: np.ndarray
+    plan: object = None
+    keys: list = field(default_factory=list)
+    adopted: list = field(default_factory=list)  # shard_reuse.PreviousShard, the leading shards
+    tasks: list = field(default_factory=list)
 
 
 def _pack_split_tasks(views: SplitViews, rows: np.ndarray, split: str, index: int, spool_dir: Path, out: Path,
                       policy: PackingPolicy, bos_id: Optional[int], shard_spec: ShardSpec, per_shard: int,
                       tokenizer_digest: str, vocab_size: int, label_key: str,
-                      task_positions: int) -> tuple[object, list[PackTask]]:
-    """The split's block plan and one task per range of whole shards (about ``task_positions``
-    positions; the last range runs to the end). Each task starts at the first sample with a
-    position in its range, with the packer state just before it."""
+                      task_positions: int, header: dict, earlier: dict) -> _SplitPlan:
+    """The split's block plan, the previous shards it keeps (``shard_reuse.leading_matches``) and
+    one task per range of whole shards after them (about ``task_positions`` positions; the last
+    range runs to the end). Each task starts at the first sample with a position in its range,
+    with the packer state just before it."""
     views.save()
     rows_path = spool_dir / f"rows-{index}.npy"
     np.save(rows_path, rows)
@@ -330,9 +388,15 @@ def _pack_split_tasks(views: SplitViews, rows: np.ndarray, split: str, index: in
     take = pa.array(rows, pa.int64())
     rids, variants = views.record_ids.take(take), views.variants.take(take)
     plan = plan_blocks(lengths, policy, bos_id=bos_id, record_ids=rids, variants=variants)
+    keys = shard_keys(views, rows, plan, per_shard, header) if adoptable(policy, rows) else []
+    adopted = []
+    for prev in leading_matches(keys, split, earlier) if keys else []:
+        if not _present(prev):
+            break
+        adopted.append(prev)
     n_plan = int(plan.first_sample.shape[0])  # blocks, plus a dropped tail block
     span = per_shard * max(1, task_positions // (per_shard * policy.seq_len))
-    ranges = [(lo, lo + span) for lo in range(0, n_plan, span)]
+    ranges = [(lo, lo + span) for lo in range(len(adopted) * per_shard, n_plan, span)]
     starts = [int(plan.first_sample[lo:hi].min()) for lo, hi in ranges]
     states = dict(zip(sorted(set(starts)), packer_states(lengths, policy, sorted(set(starts)), bos_id=bos_id)))
     tasks = [
@@ -343,7 +407,39 @@ def _pack_split_tasks(views: SplitViews, rows: np.ndarray, split: str, index: in
                  label_key=label_key)
         for k, ((lo, hi), s0) in enumerate(zip(ranges, starts))
     ]
-    return plan, tasks
+    return _SplitPlan(views, rows, plan, keys, adopted, tasks)
+
+
+def _present(prev) -> bool:
+    """Every file of a previous shard is still on disk at its recorded size (a removed or altered
+    shard set is packed again, not adopted)."""
+    try:
+        return all((prev.directory / f["path"]).stat().st_size == int(f["bytes"]) for f in prev.meta["files"].values())
+    except OSError:
+        return False
+
+
+def expected_tokens(lengths: np.ndarray, policy: PackingPolicy) -> np.ndarray:
+    """View tokens each sample puts into blocks unless it is in a dropped tail block: over-length
+    samples follow the policy (quarantined: 0, truncated: the capacity, split: all of them)."""
+    cap = policy.seq_len - (1 if policy.boundary == "bos" else 0)  # the packer's block capacity
+    over = (lengths > cap) if policy.mode == "atomic" else np.zeros(lengths.size, bool)
+    rule = policy.overlength
+    return np.where(over & (rule == "quarantine"), 0, np.where(over & (rule == "truncate"), cap, lengths))
+
+
+def _placed_before(placed: np.ndarray, views: SplitViews, rows: np.ndarray, first: int, policy: PackingPolicy,
+                   stats) -> None:
+    """Placement of the samples the kept shards hold: every sample before ``first`` (the first
+    sample with a position in a packed block) is whole in kept blocks, and ``first`` itself may
+    have begun there (a stream piece, a split piece): it placed what it holds minus any dropped tail."""
+    lengths = views.token_counts(rows).astype(np.int64)
+    expected = expected_tokens(lengths, policy)
+    placed[:first] = expected[:first]
+    if first < rows.size:
+        rid = views.record_ids[int(rows[first])].as_py()
+        dropped = sum(int(e) - int(s) for r, _v, s, e in stats.dropped if r == rid)
+        placed[first] = expected[first] - dropped
 
 
 def packing_decisions(views: SplitViews, rows: np.ndarray, placed: np.ndarray, policy: PackingPolicy,
@@ -356,7 +452,7 @@ def packing_decisions(views: SplitViews, rows: np.ndarray, placed: np.ndarray, p
     cap = policy.seq_len - (1 if policy.boundary == "bos" else 0)  # the packer's block capacity
     over = (lengths > cap) if policy.mode == "atomic" else np.zeros(rows.size, bool)
     rule = policy.overlength
-    expected = np.where(over & (rule == "quarantine"), 0, np.where(over & (rule == "truncate"), cap, lengths))
+    expected = expected_tokens(lengths, policy)
     n = int(rows.size)
     action = np.full(n, "accept", dtype=object)
     reason = np.full(n, "ok", dtype=object)

@@ -33,10 +33,12 @@ from corpus_assets.domain.storage.layer_store import LayerVersion
 
 _MAP_WIDTHS = {"ids": 4, "mask": 1, "offsets": 8}  # bytes per token in each map (int32, uint8, 2 x int32)
 PLAN_COLUMNS = ["split", "variant", "n_tokens"]  # what sizing the maps per task range reads
-VIEW_COLUMNS = ["record_id", "variant", "split", "source_id", "domain", "n_tokens", "input_ids", "loss_mask", "offsets"]
+VIEW_COLUMNS = ["record_id", "variant", "split", "source_id", "domain", "cache_key", "n_tokens", "input_ids", "loss_mask",
+                "offsets"]
 
-
-_RECORD_COLUMNS = ("record_id", "variant", "source_id", "domain")
+# per record: its identity, its labels, and the cache key of its view (what a shard's content key
+# hashes: shard_reuse.shard_keys)
+_RECORD_COLUMNS = ("record_id", "variant", "source_id", "domain", "cache_key")
 
 
 @dataclass
@@ -58,7 +60,8 @@ class SplitViews:
         return len(self.lengths)
 
     def column(self, name: str) -> pa.Array:
-        """One record column (``record_id``, ``variant``, ``source_id``, ``domain``) of every record."""
+        """One record column (``record_id``, ``variant``, ``source_id``, ``domain``, ``cache_key``) of
+        every record."""
         if self._columns is None:
             self._columns = {c: pa.concat_arrays(v) if v else pa.array([], pa.string()) for c, v in self._parts.items()}
             self._parts = {c: [a] for c, a in self._columns.items()}
@@ -292,7 +295,8 @@ class SpooledViews:
         n, ids, mask, offs = _token_columns(batch)
         packable = _packable(batch.column("variant"))
         split = batch.column("split")
-        cols = {c: strings(batch.column(c)) for c in _RECORD_COLUMNS}
+        none = pa.nulls(batch.num_rows, pa.string())
+        cols = {c: (strings(batch.column(c)) if c in batch.schema.names else none) for c in _RECORD_COLUMNS}
         for name in sorted(set(pc.unique(split).to_pylist()) & wanted):
             rows = packable & equal_mask(split, name)
             if not rows.any():
