@@ -131,7 +131,8 @@ def test_plan_is_packed_into_shards_whose_every_position_traces_to_its_view(corp
     real_map = Engine.map
     monkeypatch.setattr(Engine, "map", lambda self, fn, items, name="task": sized.extend(items) or real_map(self, fn, items, name=name))
     SpooledViews.spool(store.require_current("token_views", "r1"), tmp_path / "spool-2", ["train"], engine=Engine())
-    wrong = dataclasses.replace(sized[0], directory=str(tmp_path / "spool-wrong"), tokens=(sized[0].tokens[0] + 1,))
+    first = next(t for t in sized if isinstance(t, view_spool.SpoolTask) and not t.records_only)  # a token-pass task
+    wrong = dataclasses.replace(first, directory=str(tmp_path / "spool-wrong"), tokens=(first.tokens[0] + 1,))
     with pytest.raises(RuntimeError, match="token_views changed while packing"):
         view_spool.spool_task(wrong)
     by_tasks.remove()

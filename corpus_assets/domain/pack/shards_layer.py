@@ -241,7 +241,8 @@ def build_packed_shards(
     decisions: list[pa.Table] = []
     try:
         spool_dir, spool_lock = new_staging_dir(set_parent, prefix=".tmp-spool-")
-        spooled = SpooledViews.spool(token_views, spool_dir, split_names, log=log, engine=engine)  # row-group ranges as tasks
+        # records and lengths first (row-group ranges as tasks); tokens only of what is packed, below
+        spooled = SpooledViews.spool_records(token_views, spool_dir, split_names, engine=engine)
         planned: dict[str, tuple] = {}
         tasks: list[PackTask] = []
         label_key = "source" if mix_key == "source" else "domain"
@@ -261,6 +262,15 @@ def build_packed_shards(
                                                per_shard, tokenizer_digest, vocab_size, label_key, task_positions,
                                                header, earlier)
             tasks += planned[split].tasks
+        need = {}
+        for split, sp in planned.items():  # the samples of the packed ranges; nothing a kept shard holds
+            need[split] = np.zeros(len(sp.table), bool)
+            if sp.tasks:
+                need[split][sp.rows[sp.tasks[0].state.sample:]] = True
+        spooled.fill(need, engine, log=log)
+        for sp in planned.values():
+            if sp.tasks:
+                sp.table.save()
         adopted_total = sum(len(p.adopted) for p in planned.values())
         log(f"packed_shards {release}: {sum(1 for v in planned.values() if v.rows.size)} split(s) planned, "
             f"{adopted_total} shard(s) kept from the previous build, "
@@ -381,7 +391,6 @@ def _pack_split_tasks(views: SplitViews, rows: np.ndarray, split: str, index: in
     one task per range of whole shards after them (about ``task_positions`` positions; the last
     range runs to the end). Each task starts at the first sample with a position in its range,
     with the packer state just before it."""
-    views.save()
     rows_path = spool_dir / f"rows-{index}.npy"
     np.save(rows_path, rows)
     lengths = views.token_counts(rows)

@@ -32,7 +32,8 @@ from corpus_assets.domain.pack.mixture_layer import packable_mask
 from corpus_assets.domain.storage.layer_store import LayerVersion
 
 _MAP_WIDTHS = {"ids": 4, "mask": 1, "offsets": 8}  # bytes per token in each map (int32, uint8, 2 x int32)
-PLAN_COLUMNS = ["split", "variant", "n_tokens"]  # what sizing the maps per task range reads
+RECORD_PASS_COLUMNS = ["record_id", "variant", "split", "source_id", "domain", "cache_key", "n_tokens"]  # no tokens
+TOKEN_PASS_COLUMNS = ["variant", "split", "n_tokens", "input_ids", "loss_mask", "offsets"]
 VIEW_COLUMNS = ["record_id", "variant", "split", "source_id", "domain", "cache_key", "n_tokens", "input_ids", "loss_mask",
                 "offsets"]
 
@@ -114,6 +115,12 @@ class SplitViews:
             self._files[k].write(memoryview(np.ascontiguousarray(a)).cast("B"))
         self._add_records(columns, n)
 
+    def _write_tokens(self, ids: np.ndarray, mask: np.ndarray, offs: np.ndarray) -> None:
+        """Append tokens to the maps opened by ``_open_at`` (their records are already known)."""
+        for k, a in (("ids", ids), ("mask", mask), ("offsets", offs)):
+            self._files[k].write(memoryview(np.ascontiguousarray(a)).cast("B"))
+        self._tokens += int(ids.size)
+
     def _add_records(self, columns: dict, n: np.ndarray) -> None:
         for c in _RECORD_COLUMNS:
             self._parts[c].append(columns[c])
@@ -165,7 +172,8 @@ class SplitViews:
         sv._parts = {c: [t.column(c).combine_chunks()] for c in _RECORD_COLUMNS}
         sv.starts = np.load(directory / "starts.npy", mmap_mode="r")
         sv.lengths = np.load(directory / "lengths.npy", mmap_mode="r")
-        sv._tokens = int(sv.starts[-1] + sv.lengths[-1]) if len(sv.lengths) else 0
+        ids = directory / "ids.bin"
+        sv._tokens = ids.stat().st_size // _MAP_WIDTHS["ids"] if ids.exists() else 0  # tokens spooled (some rows may not be)
         return sv
 
     def _open_for_reads(self) -> dict:
@@ -190,6 +198,9 @@ class SplitViews:
         starts = np.frombuffer(self.starts, dtype=np.int64)[rows] if rows.size else np.zeros(0, np.int64)
         lengths = np.frombuffer(self.lengths, dtype=np.int64)[rows] if rows.size else np.zeros(0, np.int64)
         total = int(lengths.sum())
+        if (starts < 0).any():
+            raise RuntimeError(f"view spool {self.directory}: row {int(rows[np.flatnonzero(starts < 0)[0]])} has no "
+                               "tokens spooled (it was not asked for)")
         ids, mask, offs = np.empty(total, np.int32), np.empty(total, np.uint8), np.empty((total, 2), np.int32)
         if total:
             fds = self._open_for_reads()
@@ -236,9 +247,8 @@ class SpooledViews:
         for i, name in enumerate(sorted(wanted)):
             out.splits[name] = SplitViews(directory / f"split-{i}")
         if engine is not None:
-            out._spool_tasks(token_views, sorted(wanted), batch_size, engine)
-            log("token views spooled: " + ", ".join(f"{k} {len(v)} records / {v._tokens} tokens"
-                                                    for k, v in sorted(out.splits.items())))
+            out._spool_records(token_views, batch_size, engine)
+            out.fill({}, engine, log=log)
             return out
         try:
             for batch in token_views.iter_batches("views", batch_size=batch_size, columns=VIEW_COLUMNS):
@@ -249,11 +259,20 @@ class SpooledViews:
         log("token views spooled: " + ", ".join(f"{k} {len(v)} records / {v._tokens} tokens" for k, v in sorted(out.splits.items())))
         return out
 
-    def _spool_tasks(self, token_views: LayerVersion, names: list[str], batch_size: int, engine: Any) -> None:
-        """Ranges of row groups as tasks. The parent first sizes every split's maps from the
-        light columns (packable rows and tokens per range and split), so each task writes its
-        tokens straight into the maps at its own offsets and returns only its records: the
-        parent appends record columns, never token bytes."""
+    @classmethod
+    def spool_records(cls, token_views: LayerVersion, directory: Path, split_names: Iterable[str], *, engine: Any,
+                      batch_size: int = 2048) -> "SpooledViews":
+        """Every split's records and lengths, without tokens (``fill`` spools those): planning and
+        shard keys need only these, and a rebuild that keeps shards spools only what it packs."""
+        out = cls(directory)
+        for i, name in enumerate(sorted(set(split_names))):
+            out.splits[name] = SplitViews(directory / f"split-{i}")
+        out._spool_records(token_views, batch_size, engine)
+        return out
+
+    def _spool_records(self, token_views: LayerVersion, batch_size: int, engine: Any) -> None:
+        """Ranges of row groups as tasks, light columns only; records appended in range order (so
+        in table order), and each range's row count per split kept for ``fill``."""
         files = [str(p) for p in token_views.table_files("views")]
         groups, sizes = [], []
         for fi, p in enumerate(files):
@@ -262,31 +281,58 @@ class SpooledViews:
                 groups.append((fi, g))
                 sizes.append(meta.row_group(g).total_byte_size)
         ranges = balanced_ranges(groups, sizes, 8 * engine.workers)  # small enough that workers finish together
-        tokens = _range_tokens(files, ranges, names)  # (ranges, splits) packable tokens
-        starts = np.cumsum(tokens, axis=0) - tokens
-        totals = tokens.sum(axis=0)
-        for i, name in enumerate(names):
-            sv = self.splits[name]
-            sv.directory.mkdir(parents=True, exist_ok=True)
-            for k, width in _MAP_WIDTHS.items():
-                with open(sv.directory / f"{k}.bin", "wb") as f:
-                    f.truncate(int(totals[i]) * width)
+        names = sorted(self.splits)
         tasks = [SpoolTask(tuple(files), r, str(self.directory / f"part-{k:05d}"), tuple(names), batch_size,
-                           tuple(str(self.splits[n].directory) for n in names), tuple(int(x) for x in starts[k]),
-                           tuple(int(x) for x in tokens[k]))
-                 for k, r in enumerate(ranges)]
-        parts = engine.map(spool_task, tasks, name="view-spool")
+                           records_only=True) for k, r in enumerate(ranges)]
+        parts = engine.map(spool_task, tasks, name="view-spool-records")
+        counts = np.zeros((len(ranges), len(names)), np.int64)
         try:
-            for part in parts:
+            for k, part in enumerate(parts):
                 for i, name in enumerate(names):
+                    before = len(self.splits[name])
                     self.splits[name]._extend_records_from(Path(part) / f"split-{i}")
+                    counts[k, i] = len(self.splits[name]) - before
         finally:
             for part in parts:
                 shutil.rmtree(part, ignore_errors=True)
+        self._layout = (tuple(files), ranges, counts, batch_size)
+
+    def fill(self, need: dict, engine: Any, log: Callable[[str], None] = lambda _m: None) -> None:
+        """Spool the tokens of the rows each split needs (``need[split]``: a bool mask over its
+        rows; a split not in ``need``: every row) as tasks over the same ranges of row groups. The
+        parent sizes every split's maps from the lengths first, so each task writes its tokens
+        straight into the maps at its own offsets; rows not needed get no tokens (start -1)."""
+        files, ranges, counts, batch_size = self._layout
+        names = sorted(self.splits)
+        row_starts = np.cumsum(counts, axis=0) - counts
+        tokens = np.zeros((len(ranges), len(names)), np.int64)
         for i, name in enumerate(names):
-            if self.splits[name]._tokens != int(totals[i]):
-                raise RuntimeError(f"view spool of {name}: {self.splits[name]._tokens} tokens appended, "
-                                   f"{int(totals[i])} sized (token_views changed while packing?)")
+            sv = self.splits[name]
+            lengths = np.frombuffer(sv.lengths, dtype=np.int64) if len(sv) else np.zeros(0, np.int64)
+            mask = np.ones(len(sv), bool) if need.get(name) is None else np.asarray(need[name], bool)
+            if mask.shape != lengths.shape:
+                raise ValueError(f"view spool of {name}: need mask of {mask.size} rows, the split has {lengths.size}")
+            wanted = np.where(mask, lengths, 0)
+            ends = np.cumsum(wanted)
+            starts = np.where(mask, ends - wanted, -1)
+            sv.starts = starts.astype(np.int64)
+            sv._tokens = int(ends[-1]) if ends.size else 0
+            bounds = np.concatenate([[0], ends])
+            tokens[:, i] = bounds[row_starts[:, i] + counts[:, i]] - bounds[row_starts[:, i]]
+            sv.directory.mkdir(parents=True, exist_ok=True)
+            np.save(sv.directory / "need.npy", mask)
+            for k, width in _MAP_WIDTHS.items():
+                with open(sv.directory / f"{k}.bin", "wb") as f:
+                    f.truncate(sv._tokens * width)
+        offsets = np.cumsum(tokens, axis=0) - tokens
+        tasks = [SpoolTask(files, r, str(self.directory / f"part-{k:05d}"), tuple(names), batch_size,
+                           tuple(str(self.splits[n].directory) for n in names), tuple(int(x) for x in offsets[k]),
+                           tuple(int(x) for x in tokens[k]), tuple(int(x) for x in row_starts[k]))
+                 for k, r in enumerate(ranges) if tokens[k].any()]
+        engine.map(spool_task, tasks, name="view-spool")  # need.npy stays with the spool (removed with it)
+        log("token views spooled: " + ", ".join(
+            f"{k} {int(np.count_nonzero(np.frombuffer(v.starts, dtype=np.int64) >= 0)) if len(v) else 0}/{len(v)} records "
+            f"/ {v._tokens} tokens" for k, v in sorted(self.splits.items())))
 
     def _route(self, batch: pa.RecordBatch, wanted: set) -> None:
         """Append each wanted split's packable rows of ``batch`` (one view per record, as the
@@ -307,6 +353,18 @@ class SpooledViews:
             tok = np.repeat(rows, n)
             pick = pa.array(np.flatnonzero(rows), pa.int64())
             self.splits[name]._append_arrays(n[rows], ids[tok], mask[tok], offs[tok], {c: a.take(pick) for c, a in cols.items()})
+
+    def _route_records(self, batch: pa.RecordBatch) -> None:
+        """Append each split's packable rows of ``batch`` as records with their lengths, no tokens."""
+        n = np.asarray(batch.column("n_tokens").to_numpy(zero_copy_only=False), dtype=np.int64)
+        packable = _packable(batch.column("variant"))
+        split = batch.column("split")
+        cols = {c: strings(batch.column(c)) for c in _RECORD_COLUMNS}
+        for name in sorted(set(pc.unique(split).to_pylist()) & set(self.splits)):
+            rows = packable & equal_mask(split, name)
+            if rows.any():
+                pick = pa.array(np.flatnonzero(rows), pa.int64())
+                self.splits[name]._add_records({c: a.take(pick) for c, a in cols.items()}, n[rows])
 
     def remove(self) -> None:
         self.splits.clear()
@@ -344,26 +402,12 @@ def _packable(variants) -> np.ndarray:
     return np.asarray(packable_mask(strings(variants)).to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def _range_tokens(files: list[str], ranges: list[tuple], names: list[str]) -> np.ndarray:
-    """Packable tokens per (range of row groups, split), from the light columns only."""
-    out = np.zeros((len(ranges), len(names)), np.int64)
-    opened: dict[int, pq.ParquetFile] = {}
-    for k, groups in enumerate(ranges):
-        for fi, g in groups:
-            pf = opened.get(fi) or opened.setdefault(fi, pq.ParquetFile(files[fi]))
-            t = pf.read_row_group(g, columns=PLAN_COLUMNS)
-            n = np.asarray(t.column("n_tokens").to_numpy(), dtype=np.int64)
-            keep = _packable(t.column("variant"))
-            split = t.column("split")
-            for i, name in enumerate(names):
-                out[k, i] += int(n[keep & equal_mask(split, name)].sum())
-    return out
-
-
 @dataclass(frozen=True)
 class SpoolTask:
-    """Row groups of the ``views`` table to spool (one ``split-<i>`` per name): tokens into each
-    split's maps in ``split_dirs`` from ``token_offsets`` on, records into ``directory``."""
+    """Row groups of the ``views`` table to spool, one ``split-<i>`` per name. ``records_only``:
+    the records and lengths of each split into ``directory``. Otherwise tokens of the rows each
+    split needs (its ``need.npy``, from row ``row_offsets`` on) into its maps in ``split_dirs``
+    from ``token_offsets`` on."""
 
     files: tuple[str, ...]
     groups: tuple[tuple[int, int], ...]  # (file index, row group), in table order
@@ -373,28 +417,68 @@ class SpoolTask:
     split_dirs: tuple[str, ...] = ()
     token_offsets: tuple[int, ...] = ()  # where this range's tokens start in each split's maps
     tokens: tuple[int, ...] = ()  # how many tokens this range holds per split (as sized)
+    row_offsets: tuple[int, ...] = ()  # the split row of this range's first row of each split
+    records_only: bool = False
 
 
 def spool_task(task: SpoolTask) -> str:
     """Spool a range of row groups (a task on the release engine); returns its directory."""
-    out = SpooledViews(Path(task.directory))
-    out.directory.mkdir(parents=True, exist_ok=True)
-    for i, name in enumerate(task.splits):
-        sv = out.splits[name] = SplitViews(Path(task.split_dirs[i]))
-        sv._open_at(task.token_offsets[i])
     opened: dict[int, pq.ParquetFile] = {}
-    try:
+
+    def batches(columns):
         for fi, g in task.groups:
             pf = opened.get(fi) or opened.setdefault(fi, pq.ParquetFile(task.files[fi]))
-            for batch in pf.read_row_group(g, columns=VIEW_COLUMNS).to_batches(max_chunksize=task.batch_size):
-                out._route(batch, set(task.splits))
+            yield from pf.read_row_group(g, columns=columns).to_batches(max_chunksize=task.batch_size)
+
+    if task.records_only:
+        out = SpooledViews(Path(task.directory))
+        for i, name in enumerate(task.splits):
+            out.splits[name] = SplitViews(Path(task.directory) / f"split-{i}")
+        for batch in batches(RECORD_PASS_COLUMNS):
+            out._route_records(batch)
+        for i, name in enumerate(task.splits):
+            out.splits[name].save(Path(task.directory) / f"split-{i}")
+        return task.directory
+    views: dict[str, SplitViews] = {}
+    needs: dict[str, list] = {}
+    for i, name in enumerate(task.splits):
+        sv = views[name] = SplitViews(Path(task.split_dirs[i]))
+        sv._open_at(task.token_offsets[i])
+        needs[name] = [np.load(Path(task.split_dirs[i]) / "need.npy", mmap_mode="r"), task.row_offsets[i]]
+    try:
+        for batch in batches(TOKEN_PASS_COLUMNS):
+            _route_tokens(batch, views, needs)
     finally:
-        for sv in out.splits.values():
+        for sv in views.values():
             sv._close()
     for i, name in enumerate(task.splits):
-        sv = out.splits[name]
-        if sv._tokens != task.tokens[i]:
-            raise RuntimeError(f"view spool of {name}: {sv._tokens} tokens in row groups {task.groups[:1]}..., "
+        if views[name]._tokens != task.tokens[i]:
+            raise RuntimeError(f"view spool of {name}: {views[name]._tokens} tokens in row groups {task.groups[:1]}..., "
                                f"{task.tokens[i]} sized (token_views changed while packing?)")
-        sv.save(out.directory / f"split-{i}")
     return task.directory
+
+
+def _route_tokens(batch: pa.RecordBatch, views: dict, needs: dict) -> None:
+    """Write the tokens of each split's needed packable rows of ``batch`` (``needs[split]``: the
+    split's need mask and the split row of the batch's first row of it, advanced here)."""
+    n, ids, mask, offs = _token_columns(batch)
+    packable = _packable(batch.column("variant"))
+    split = batch.column("split")
+    for name in sorted(set(pc.unique(split).to_pylist()) & set(views)):
+        rows = packable & equal_mask(split, name)
+        count = int(np.count_nonzero(rows))
+        if not count:
+            continue
+        need, at = needs[name]
+        take = np.asarray(need[at:at + count], bool)
+        needs[name][1] = at + count
+        if not take.any():
+            continue
+        pick = np.flatnonzero(rows)[take]
+        if pick.size == n.size:
+            views[name]._write_tokens(ids, mask, offs)
+            continue
+        sel = np.zeros(n.size, bool)
+        sel[pick] = True
+        tok = np.repeat(sel, n)
+        views[name]._write_tokens(ids[tok], mask[tok], offs[tok])
