@@ -9,6 +9,8 @@ import hashlib
 import shutil
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
@@ -21,9 +23,10 @@ from corpus_assets.domain.layers.decisions import DECISIONS_TABLE
 from corpus_assets.domain.layers.registry import CURATED_RECORDS, SPLITS, TOKEN_VIEWS
 from corpus_assets.domain.pack.mixture import MixtureSpec
 from corpus_assets.domain.pack.mixture_layer import build_mixture_plan
-from corpus_assets.domain.pack.packing import PackingPolicy
-from corpus_assets.domain.pack.shard_reuse import AppendOrderError
+from corpus_assets.domain.pack.packing import PackingPolicy, plan_blocks
+from corpus_assets.domain.pack.shard_reuse import AppendOrderError, shard_keys
 from corpus_assets.domain.pack.shards_layer import PackingSection, ShardSpec, build_packed_shards, resolve_packing
+from corpus_assets.domain.pack.view_spool import SplitViews
 from corpus_assets.domain.storage.layer_store import LayerStore
 from corpus_assets.domain.tokens.splits_layer import SPLITS_TABLES
 from corpus_assets.domain.tokens.token_views import TokenViewPolicy
@@ -210,3 +213,34 @@ def test_order_is_a_spec_field_and_never_part_of_the_packing_policy():
     assert plain == appended  # same packer, same policy version: only the layer's order differs
     with pytest.raises(ValueError, match="order"):
         PackingSection.model_validate({"order": "shuffled"})
+
+
+def _spool(tmp: Path, ids: list[str], lengths: list[int]) -> SplitViews:
+    sv = SplitViews(tmp)
+    n = len(ids)
+    cols = {"record_id": pa.array(ids, pa.string()), "variant": pa.nulls(n, pa.string()),
+            "source_id": pa.array(["docs"] * n, pa.string()), "domain": pa.array(["prose"] * n, pa.string()),
+            "cache_key": pa.array([hashlib.sha256(i.encode()).hexdigest() for i in ids], pa.string())}
+    sv._add_records(cols, np.asarray(lengths, np.int64))
+    return sv
+
+
+def test_a_shard_key_covers_exactly_the_samples_that_can_reach_the_shard(tmp_path):
+    policy = POLICIES["atomic in order"]
+    lengths = [10] * 64  # three samples per block of 32, four blocks per shard
+    base = [f"docs:{i:03d}" for i in range(64)]
+
+    def keys(ids, lens=lengths):
+        sv = _spool(tmp_path / str(len(list(tmp_path.iterdir()))), ids, lens)
+        rows = np.arange(len(ids), dtype=np.int64)
+        return shard_keys(sv, rows, plan_blocks(np.asarray(lens), policy), 4, {"split": "train"})
+
+    k0 = keys(base)
+    assert len(k0) == 6 and len(set(k0)) == 6 and keys(base) == k0
+    changed = base[:40] + ["docs:new"] + base[41:]  # sample 40 is in block 13, shard 3
+    k1 = keys(changed)
+    assert k1[:3] == k0[:3] and all(a != b for a, b in zip(k1[3:], k0[3:]))
+    longer = lengths[:40] + [11] + lengths[41:]  # same ids, one view one token longer
+    assert keys(base, longer)[:3] == k0[:3] and keys(base, longer)[3] != k0[3]
+    # fields are length-prefixed: ids that concatenate alike still give different keys
+    assert keys(["a;b", "c"] + base[2:]) != keys(["a", ";bc"] + base[2:])

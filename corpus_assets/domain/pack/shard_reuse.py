@@ -10,8 +10,10 @@ cost follow the change instead:
   moved split) leave the order; nothing else moves. Each record must be read once per split.
 * **Shard adoption**: every shard gets a content key, sha256 over the packing configuration, the
   shard's index and the identity of every sample up to the last one that can reach the shard
-  (cache key of its token view, record id, variant, source, domain). Blocks are placed from
-  lengths alone, so equal prefixes give equal blocks; a shard whose key equals the previous
+  (cache key of its token view, record id, variant, source, domain, token count; each field
+  length-prefixed).
+  Blocks are placed from lengths alone, so equal prefixes give equal blocks; a shard whose key
+  equals the previous
   version's shard of the same name is hard-linked (its files, its metadata) instead of packed.
   The leading run of equal keys is adopted; the last shard of a split is always packed (it holds
   the tail and the ``finish`` of the packer). ``best_fit`` keeps blocks open for later samples,
@@ -30,8 +32,9 @@ import json
 import os
 import shutil
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -103,8 +106,8 @@ def shard_keys(views: SplitViews, rows: np.ndarray, plan: BlockPlan, per_shard: 
     for lo in range(0, n, _KEY_CHUNK):
         hi = min(n, lo + _KEY_CHUNK)
         take = pa.array(rows[lo:hi], pa.int64())
-        cols = [pc.fill_null(strings(views.column(c).take(take)), "") for c in KEY_COLUMNS]
-        lines = pc.binary_join_element_wise(*cols, pa.array([""] * (hi - lo), pa.string()), "\x1f")
+        n_tokens = pa.array(views.token_counts(rows[lo:hi]), pa.int64()).cast(pa.string())  # what placement reads
+        lines = _identity_lines([strings(views.column(c).take(take)) for c in KEY_COLUMNS] + [n_tokens])
         offs = np.frombuffer(lines.buffers()[1], dtype=np.int32)[lines.offset:lines.offset + len(lines) + 1].tolist()
         data = memoryview(lines.buffers()[2] or b"")
         while j < n_shards and ends[j] <= hi:
@@ -119,13 +122,31 @@ def shard_keys(views: SplitViews, rows: np.ndarray, plan: BlockPlan, per_shard: 
     return keys
 
 
-@dataclass(frozen=True)
+def _identity_lines(columns: list[pa.Array]) -> pa.Array:
+    """One line per sample: every field as ``<byte length>:<bytes>`` (null: ``-``), so no record
+    id, whatever bytes it holds, can make two different sample sequences hash alike."""
+    parts = []
+    for c in columns:
+        size = pc.cast(pc.binary_length(c), pa.string())
+        parts.append(pc.fill_null(pc.binary_join_element_wise(size, c, ":"), "-"))
+    return pc.binary_join_element_wise(*parts, pa.array([""] * len(columns[0]), pa.string()), ";")
+
+
+@dataclass
 class PreviousShard:
-    directory: Path  # the split's folder in the previous shard set
+    """A shard of the previous version; its folder is resolved (from the object store, when only
+    the store holds it) only when the shard is about to be kept."""
+
+    location: str  # the ``directory`` of its row: ``shards/<release>/<set>/<split>``
     meta: dict
+    resolve: Callable[[str], Path]
+
+    @cached_property
+    def directory(self) -> Path:
+        return self.resolve(self.location)
 
 
-def previous_shards(previous, split: str, directory_of) -> dict[str, PreviousShard]:
+def previous_shards(previous, split: str, directory_of: Callable[[str], Path]) -> dict[str, PreviousShard]:
     """Shard name -> the previous version's shard of ``split`` (those that carry a content key)."""
     if previous is None:
         return {}
@@ -135,7 +156,7 @@ def previous_shards(previous, split: str, directory_of) -> dict[str, PreviousSha
             continue
         meta = json.loads(r["meta_json"])
         if meta.get("content_key") and meta.get("packing"):
-            out[meta["name"]] = PreviousShard(directory_of(r["directory"]), meta)
+            out[meta["name"]] = PreviousShard(r["directory"], meta, directory_of)
     return out
 
 
