@@ -214,3 +214,47 @@ def test_from_build_takes_a_published_builds_tokenizer_or_fails_clearly(corpus_e
         shutil.rmtree(version_dir)
         fails(f"r1@{bid}", f"the tokenizer version {tok1.version} that build was made with is no longer stored")
         shutil.copytree(saved, version_dir)
+
+
+def test_an_appended_increment_keeps_the_earlier_shards_through_the_jobs(corpus_env, tmp_path, monkeypatch):
+    """``packing.order: append`` with a frozen tokenizer, through release_job: the rebuild after an
+    increment keeps the first build's shards before the new samples (the same files, linked), packs
+    the rest, and the published build verifies."""
+    body = _release_body(TRAIN + ", freeze: true") + (
+        "packing: {seq_len: 16, mode: atomic, overlength: split, pad_token: '<|pad|>', order: append}\n"
+        "shards: {positions: 32}\n")  # 2 blocks per shard: every split has several
+    setup_release(tmp_path, monkeypatch, body)
+    from corpus_assets.definitions import build_definitions
+
+    defs = build_definitions()
+    store = LayerStore(corpus_env)
+    with dg.instance_for_test() as instance:
+        build_snapshots(defs, instance)
+        first = run_release(defs, instance)
+        assert first.success, step_failure(first)
+        v1 = store.require_current("packed_shards", "r1")
+        _increment(tmp_path, defs, instance)
+        second = run_release(defs, instance)
+        assert second.success, step_failure(second)
+    assert _md(first, "packed_shards")["shards_kept"].value == 0
+    kept = _md(second, "packed_shards")["shards_kept"].value
+    assert kept >= 1
+    v2 = store.require_current("packed_shards", "r1")
+    assert v2.content_digest != v1.content_digest
+
+    def order(v, split):
+        d = [r for r in v.read_table("decisions").to_pylist() if r["split"] == split]
+        return [r["record_id"] for r in sorted(d, key=lambda r: r["item_index"])]
+
+    before, after = order(v1, "train"), order(v2, "train")
+    assert after[:len(before)] == before and set(after[len(before):]) <= {f"site_docs:{k}" for k in NEW_DOCS}
+    rows1 = {r["name"]: r for r in v1.read_table("shards").to_pylist() if r["split"] == "train"}
+    rows2 = [r for r in v2.read_table("shards").to_pylist() if r["split"] == "train"]
+    same = [r for r in rows2 if r["name"] in rows1 and r["bin_sha256"] == rows1[r["name"]]["bin_sha256"]]
+    assert same and same[0]["name"] == "train-00000"
+    old = corpus_env / rows1["train-00000"]["directory"] / "train-00000.bin"
+    new = corpus_env / rows2[0]["directory"] / "train-00000.bin"
+    assert old.stat().st_ino == new.stat().st_ino  # linked, not written again
+    assert _md(second, "release_manifest")["build_id"].value != _md(first, "release_manifest")["build_id"].value
+    checks = [e for e in second.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
+    assert checks and all(e.event_specific_data.passed for e in checks)
