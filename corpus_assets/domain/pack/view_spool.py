@@ -285,27 +285,28 @@ class SpooledViews:
         tasks = [SpoolTask(tuple(files), r, str(self.directory / f"part-{k:05d}"), tuple(names), batch_size,
                            records_only=True) for k, r in enumerate(ranges)]
         parts = engine.map(spool_task, tasks, name="view-spool-records")
-        counts = np.zeros((len(ranges), len(names)), np.int64)
+        counts = []  # per row group, in table order: its packable rows per split
         try:
-            for k, part in enumerate(parts):
+            for part in parts:
                 for i, name in enumerate(names):
-                    before = len(self.splits[name])
                     self.splits[name]._extend_records_from(Path(part) / f"split-{i}")
-                    counts[k, i] = len(self.splits[name]) - before
+                counts.append(np.load(Path(part) / "group_counts.npy").reshape(-1, len(names)))
         finally:
             for part in parts:
                 shutil.rmtree(part, ignore_errors=True)
-        self._layout = (tuple(files), ranges, counts, batch_size)
+        self._layout = (tuple(files), ranges, np.concatenate(counts) if counts else np.zeros((0, len(names)), np.int64),
+                        batch_size)
 
     def fill(self, need: dict, engine: Any, log: Callable[[str], None] = lambda _m: None) -> None:
         """Spool the tokens of the rows each split needs (``need[split]``: a bool mask over its
         rows; a split not in ``need``: every row) as tasks over the same ranges of row groups. The
         parent sizes every split's maps from the lengths first, so each task writes its tokens
-        straight into the maps at its own offsets; rows not needed get no tokens (start -1)."""
-        files, ranges, counts, batch_size = self._layout
+        straight into the maps at its own offsets; rows not needed get no tokens (start -1), and a row
+        group without a needed row is not read."""
+        files, ranges, counts, batch_size = self._layout  # counts: per row group and split
         names = sorted(self.splits)
         row_starts = np.cumsum(counts, axis=0) - counts
-        tokens = np.zeros((len(ranges), len(names)), np.int64)
+        tokens = np.zeros((counts.shape[0], len(names)), np.int64)  # needed tokens per row group and split
         for i, name in enumerate(names):
             sv = self.splits[name]
             lengths = np.frombuffer(sv.lengths, dtype=np.int64) if len(sv) else np.zeros(0, np.int64)
@@ -325,10 +326,16 @@ class SpooledViews:
                 with open(sv.directory / f"{k}.bin", "wb") as f:
                     f.truncate(sv._tokens * width)
         offsets = np.cumsum(tokens, axis=0) - tokens
-        tasks = [SpoolTask(files, r, str(self.directory / f"part-{k:05d}"), tuple(names), batch_size,
-                           tuple(str(self.splits[n].directory) for n in names), tuple(int(x) for x in offsets[k]),
-                           tuple(int(x) for x in tokens[k]), tuple(int(x) for x in row_starts[k]))
-                 for k, r in enumerate(ranges) if tokens[k].any()]
+        tasks, g0 = [], 0
+        for k, r in enumerate(ranges):  # each range's row groups that hold a needed row; the others are not read
+            idx = [g0 + j for j in range(len(r)) if tokens[g0 + j].any()]
+            if idx:
+                tasks.append(SpoolTask(
+                    files, tuple(r[i - g0] for i in idx), str(self.directory / f"part-{k:05d}"), tuple(names), batch_size,
+                    tuple(str(self.splits[n].directory) for n in names), tuple(int(x) for x in offsets[idx[0]]),
+                    tuple(int(x) for x in tokens[idx].sum(axis=0)),
+                    tuple(tuple(int(x) for x in row_starts[i]) for i in idx)))
+            g0 += len(r)
         engine.map(spool_task, tasks, name="view-spool")  # need.npy stays with the spool (removed with it)
         log("token views spooled: " + ", ".join(
             f"{k} {int(np.count_nonzero(np.frombuffer(v.starts, dtype=np.int64) >= 0)) if len(v) else 0}/{len(v)} records "
@@ -417,7 +424,7 @@ class SpoolTask:
     split_dirs: tuple[str, ...] = ()
     token_offsets: tuple[int, ...] = ()  # where this range's tokens start in each split's maps
     tokens: tuple[int, ...] = ()  # how many tokens this range holds per split (as sized)
-    row_offsets: tuple[int, ...] = ()  # the split row of this range's first row of each split
+    row_offsets: tuple[tuple[int, ...], ...] = ()  # per group of ``groups``: the split row of its first row, per split
     records_only: bool = False
 
 
@@ -425,8 +432,8 @@ def spool_task(task: SpoolTask) -> str:
     """Spool a range of row groups (a task on the release engine); returns its directory."""
     opened: dict[int, pq.ParquetFile] = {}
 
-    def batches(columns):
-        for fi, g in task.groups:
+    def batches(columns, groups):
+        for fi, g in groups:
             pf = opened.get(fi) or opened.setdefault(fi, pq.ParquetFile(task.files[fi]))
             yield from pf.read_row_group(g, columns=columns).to_batches(max_chunksize=task.batch_size)
 
@@ -434,20 +441,28 @@ def spool_task(task: SpoolTask) -> str:
         out = SpooledViews(Path(task.directory))
         for i, name in enumerate(task.splits):
             out.splits[name] = SplitViews(Path(task.directory) / f"split-{i}")
-        for batch in batches(RECORD_PASS_COLUMNS):
-            out._route_records(batch)
+        counts = np.zeros((len(task.groups), len(task.splits)), np.int64)
+        for j, group in enumerate(task.groups):
+            before = [len(out.splits[n]) for n in task.splits]
+            for batch in batches(RECORD_PASS_COLUMNS, [group]):
+                out._route_records(batch)
+            counts[j] = [len(out.splits[n]) - b for n, b in zip(task.splits, before)]
         for i, name in enumerate(task.splits):
             out.splits[name].save(Path(task.directory) / f"split-{i}")
+        np.save(Path(task.directory) / "group_counts.npy", counts)
         return task.directory
     views: dict[str, SplitViews] = {}
     needs: dict[str, list] = {}
     for i, name in enumerate(task.splits):
         sv = views[name] = SplitViews(Path(task.split_dirs[i]))
         sv._open_at(task.token_offsets[i])
-        needs[name] = [np.load(Path(task.split_dirs[i]) / "need.npy", mmap_mode="r"), task.row_offsets[i]]
+        needs[name] = [np.load(Path(task.split_dirs[i]) / "need.npy", mmap_mode="r"), 0]
     try:
-        for batch in batches(TOKEN_PASS_COLUMNS):
-            _route_tokens(batch, views, needs)
+        for j, group in enumerate(task.groups):
+            for i, name in enumerate(task.splits):
+                needs[name][1] = task.row_offsets[j][i]
+            for batch in batches(TOKEN_PASS_COLUMNS, [group]):
+                _route_tokens(batch, views, needs)
     finally:
         for sv in views.values():
             sv._close()
