@@ -243,7 +243,7 @@ def build_packed_shards(
         spool_dir, spool_lock = new_staging_dir(set_parent, prefix=".tmp-spool-")
         # records and lengths first (row-group ranges as tasks); tokens only of what is packed, below
         spooled = SpooledViews.spool_records(token_views, spool_dir, split_names, engine=engine)
-        planned: dict[str, tuple] = {}
+        planned: dict[str, _SplitPlan] = {}
         tasks: list[PackTask] = []
         label_key = "source" if mix_key == "source" else "domain"
         for i, split in enumerate(split_names):
