@@ -57,14 +57,15 @@ class AppendOrderError(CorpusError, ValueError):
     """``packing.order: append`` over a split that reads a record more than once."""
 
 
-def previous_order(previous, split: str) -> Optional[pa.Array]:
-    """Record ids of ``split`` in the order the previous ``packed_shards`` version packed them
-    (its packing decisions, by ``item_index``); None without a previous version."""
+def previous_orders(previous) -> dict[str, pa.Array]:
+    """Per split, the record ids in the order the previous ``packed_shards`` version packed them
+    (its packing decisions, by ``item_index``; one read of the table); {} without a previous version."""
     if previous is None:
-        return None
+        return {}
     t = previous.read_table(DECISIONS_TABLE, columns=["split", "record_id", "item_index"])
-    t = t.filter(pc.equal(t.column("split"), split))
-    return t.take(pc.sort_indices(t.column("item_index"))).column("record_id").combine_chunks()
+    t = t.take(pc.sort_indices(t, sort_keys=[("split", "ascending"), ("item_index", "ascending")]))
+    return {split: t.filter(pc.equal(t.column("split"), split)).column("record_id").combine_chunks()
+            for split in pc.unique(t.column("split")).to_pylist()}
 
 
 def append_order(rows: np.ndarray, views: SplitViews, earlier: Optional[pa.Array], split: str) -> np.ndarray:
@@ -146,17 +147,15 @@ class PreviousShard:
         return self.resolve(self.location)
 
 
-def previous_shards(previous, split: str, directory_of: Callable[[str], Path]) -> dict[str, PreviousShard]:
-    """Shard name -> the previous version's shard of ``split`` (those that carry a content key)."""
+def previous_shards(previous, directory_of: Callable[[str], Path]) -> dict[str, dict[str, PreviousShard]]:
+    """Per split, shard name -> the previous version's shard (those that carry a content key)."""
     if previous is None:
         return {}
-    out = {}
+    out: dict[str, dict[str, PreviousShard]] = {}
     for r in previous.read_table("shards", columns=["split", "directory", "meta_json"]).to_pylist():
-        if r["split"] != split:
-            continue
         meta = json.loads(r["meta_json"])
         if meta.get("content_key") and meta.get("packing"):
-            out[meta["name"]] = PreviousShard(r["directory"], meta, directory_of)
+            out.setdefault(r["split"], {})[meta["name"]] = PreviousShard(r["directory"], meta, directory_of)
     return out
 
 
@@ -169,6 +168,15 @@ def leading_matches(keys: list[str], split: str, earlier: dict[str, PreviousShar
             break
         out.append(prev)
     return out
+
+
+def intact(prev: PreviousShard) -> bool:
+    """Every file of a previous shard is still on disk at its recorded size (a removed or altered
+    shard set is packed again, not adopted)."""
+    try:
+        return all((prev.directory / f["path"]).stat().st_size == int(f["bytes"]) for f in prev.meta["files"].values())
+    except OSError:
+        return False
 
 
 def link_shard(prev: PreviousShard, out_dir: Path) -> dict:

@@ -53,7 +53,8 @@ from corpus_assets.domain.pack.shard_reuse import (
     append_order,
     leading_matches,
     link_shard,
-    previous_order,
+    intact,
+    previous_orders,
     previous_shards,
     shard_keys,
 )
@@ -246,21 +247,22 @@ def build_packed_shards(
         planned: dict[str, _SplitPlan] = {}
         tasks: list[PackTask] = []
         label_key = "source" if mix_key == "source" else "domain"
+        earlier_orders = previous_orders(previous) if order == "append" else {}
+        earlier_shards = previous_shards(previous, lambda d: shard_directory(store, d))
         for i, split in enumerate(split_names):
             table = spooled.splits[split]
             rows = _plan_rows(mixture_plan, table) if split == train else np.arange(len(table), dtype=np.int64)
             if order == "append":
-                rows = append_order(rows, table, previous_order(previous, split), split)
+                rows = append_order(rows, table, earlier_orders.get(split), split)
             if rows.size == 0:
                 planned[split] = _SplitPlan(table, rows)
                 continue
             header = {"layer": SHARDS_LAYER_VERSION, "policy": packing_policy_version(policy), "bos_id": bos_id,
                       "tokenizer": tokenizer_digest, "vocab_size": vocab_size, "shard_positions": shard_spec.positions,
                       "split": split, "label_key": label_key}
-            earlier = previous_shards(previous, split, lambda d: shard_directory(store, d)) if previous else {}
             planned[split] = _pack_split_tasks(table, rows, split, i, spool_dir, tmp / split, policy, bos_id, shard_spec,
                                                per_shard, tokenizer_digest, vocab_size, label_key, task_positions,
-                                               header, earlier)
+                                               header, earlier_shards.get(split, {}))
             tasks += planned[split].tasks
         need = {}
         for split, sp in planned.items():  # the samples of the packed ranges; nothing a kept shard holds
@@ -400,7 +402,7 @@ def _pack_split_tasks(views: SplitViews, rows: np.ndarray, split: str, index: in
     keys = shard_keys(views, rows, plan, per_shard, header) if adoptable(policy, rows) else []
     adopted = []
     for prev in leading_matches(keys, split, earlier) if keys else []:
-        if not _present(prev):
+        if not intact(prev):
             break
         adopted.append(prev)
     n_plan = int(plan.first_sample.shape[0])  # blocks, plus a dropped tail block
@@ -417,15 +419,6 @@ def _pack_split_tasks(views: SplitViews, rows: np.ndarray, split: str, index: in
         for k, ((lo, hi), s0) in enumerate(zip(ranges, starts))
     ]
     return _SplitPlan(views, rows, plan, keys, adopted, tasks)
-
-
-def _present(prev) -> bool:
-    """Every file of a previous shard is still on disk at its recorded size (a removed or altered
-    shard set is packed again, not adopted)."""
-    try:
-        return all((prev.directory / f["path"]).stat().st_size == int(f["bytes"]) for f in prev.meta["files"].values())
-    except OSError:
-        return False
 
 
 def expected_tokens(lengths: np.ndarray, policy: PackingPolicy) -> np.ndarray:

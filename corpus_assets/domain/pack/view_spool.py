@@ -111,14 +111,16 @@ class SplitViews:
         if not self._files:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._files = {k: open(self.directory / f"{k}.bin", "wb") for k in _MAP_WIDTHS}
+        self._write_maps(ids, mask, offs)
+        self._add_records(columns, n)
+
+    def _write_maps(self, ids: np.ndarray, mask: np.ndarray, offs: np.ndarray) -> None:
         for k, a in (("ids", ids), ("mask", mask), ("offsets", offs)):  # buffers as they are, no bytes copy
             self._files[k].write(memoryview(np.ascontiguousarray(a)).cast("B"))
-        self._add_records(columns, n)
 
     def _write_tokens(self, ids: np.ndarray, mask: np.ndarray, offs: np.ndarray) -> None:
         """Append tokens to the maps opened by ``_open_at`` (their records are already known)."""
-        for k, a in (("ids", ids), ("mask", mask), ("offsets", offs)):
-            self._files[k].write(memoryview(np.ascontiguousarray(a)).cast("B"))
+        self._write_maps(ids, mask, offs)
         self._tokens += int(ids.size)
 
     def _add_records(self, columns: dict, n: np.ndarray) -> None:
@@ -346,14 +348,8 @@ class SpooledViews:
         mixture plan counts them: ``mixture_layer.packable_views``), slicing the flat token
         columns with a mask instead of filtering the list columns (a copy of every list)."""
         n, ids, mask, offs = _token_columns(batch)
-        packable = _packable(batch.column("variant"))
-        split = batch.column("split")
-        none = pa.nulls(batch.num_rows, pa.string())
-        cols = {c: (strings(batch.column(c)) if c in batch.schema.names else none) for c in _RECORD_COLUMNS}
-        for name in sorted(set(pc.unique(split).to_pylist()) & wanted):
-            rows = packable & equal_mask(split, name)
-            if not rows.any():
-                continue
+        cols = {c: strings(batch.column(c)) for c in _RECORD_COLUMNS}
+        for name, rows in _split_rows(batch, wanted):
             if rows.all():
                 self.splits[name]._append_arrays(n, ids, mask, offs, cols)
                 continue
@@ -364,14 +360,10 @@ class SpooledViews:
     def _route_records(self, batch: pa.RecordBatch) -> None:
         """Append each split's packable rows of ``batch`` as records with their lengths, no tokens."""
         n = np.asarray(batch.column("n_tokens").to_numpy(zero_copy_only=False), dtype=np.int64)
-        packable = _packable(batch.column("variant"))
-        split = batch.column("split")
         cols = {c: strings(batch.column(c)) for c in _RECORD_COLUMNS}
-        for name in sorted(set(pc.unique(split).to_pylist()) & set(self.splits)):
-            rows = packable & equal_mask(split, name)
-            if rows.any():
-                pick = pa.array(np.flatnonzero(rows), pa.int64())
-                self.splits[name]._add_records({c: a.take(pick) for c, a in cols.items()}, n[rows])
+        for name, rows in _split_rows(batch, set(self.splits)):
+            pick = pa.array(np.flatnonzero(rows), pa.int64())
+            self.splits[name]._add_records({c: a.take(pick) for c, a in cols.items()}, n[rows])
 
     def remove(self) -> None:
         self.splits.clear()
@@ -402,6 +394,16 @@ def balanced_ranges(items: list, sizes: list[int], n: int) -> list[tuple]:
             out.append(tuple(items[lo:hi]))
             lo = hi
     return out
+
+
+def _split_rows(batch: pa.RecordBatch, wanted: set):
+    """(split, mask of its packable rows in ``batch``) for each wanted split the batch holds rows of."""
+    packable = _packable(batch.column("variant"))
+    split = batch.column("split")
+    for name in sorted(set(pc.unique(split).to_pylist()) & wanted):
+        rows = packable & equal_mask(split, name)
+        if rows.any():
+            yield name, rows
 
 
 def _packable(variants) -> np.ndarray:
@@ -477,13 +479,8 @@ def _route_tokens(batch: pa.RecordBatch, views: dict, needs: dict) -> None:
     """Write the tokens of each split's needed packable rows of ``batch`` (``needs[split]``: the
     split's need mask and the split row of the batch's first row of it, advanced here)."""
     n, ids, mask, offs = _token_columns(batch)
-    packable = _packable(batch.column("variant"))
-    split = batch.column("split")
-    for name in sorted(set(pc.unique(split).to_pylist()) & set(views)):
-        rows = packable & equal_mask(split, name)
+    for name, rows in _split_rows(batch, set(views)):
         count = int(np.count_nonzero(rows))
-        if not count:
-            continue
         need, at = needs[name]
         take = np.asarray(need[at:at + count], bool)
         needs[name][1] = at + count
