@@ -62,11 +62,17 @@ STEPS = ("release_inputs", "dedup_clusters", "splits", "tokenizer", "token_views
          "release_manifest")
 
 
-def stdlib_pieces(min_chars: int) -> list[str]:
-    root = Path(sysconfig.get_paths()["stdlib"])
-    files = sorted((p for p in root.rglob("*.py") if "site-packages" not in p.parts and p.is_file()),
-                   key=lambda p: p.relative_to(root).as_posix())
+def python_files(root: Path) -> list[Path]:
+    """Every ``*.py`` file under ``root`` outside site-packages, sorted by relative path."""
+    return sorted((p for p in root.rglob("*.py") if "site-packages" not in p.relative_to(root).parts and p.is_file()),
+                  key=lambda p: p.relative_to(root).as_posix())
+
+
+def file_pieces(files: list[Path], min_chars: int, max_chars: float = float("inf")) -> list[str]:
+    """The files cut at blank lines into pieces merged up to at least ``min_chars`` characters,
+    stopping after the file whose pieces reach ``max_chars`` characters in all."""
     pieces: list[str] = []
+    total = 0
     for p in files:
         try:
             text = p.read_text(encoding="utf-8")
@@ -81,9 +87,25 @@ def stdlib_pieces(min_chars: int) -> list[str]:
             size += len(block)
             if size >= min_chars:
                 pieces.append("\n\n".join(cur))
+                total += len(pieces[-1])
                 cur, size = [], 0
         if cur and size >= min_chars // 4:
             pieces.append("\n\n".join(cur))
+            total += len(pieces[-1])
+        if total >= max_chars:
+            break
+    return pieces
+
+
+def corpus_pieces(min_chars: int, site_packages_mb: float) -> list[str]:
+    """The standard library's pieces, then (``site_packages_mb`` > 0) the pieces of the running
+    environment's site-packages (``sysconfig.get_paths()["purelib"]``: the project's pinned
+    dependencies) up to that many million characters: the same kind of text, more of it."""
+    pieces = file_pieces(python_files(Path(sysconfig.get_paths()["stdlib"])), min_chars)
+    if site_packages_mb > 0:
+        purelib = Path(sysconfig.get_paths()["purelib"])
+        files = sorted((p for p in purelib.rglob("*.py") if p.is_file()), key=lambda p: p.relative_to(purelib).as_posix())
+        pieces += file_pieces(files, min_chars, site_packages_mb * 1e6)
     return pieces
 
 
@@ -95,7 +117,7 @@ def _write_jsonl(folder: Path, items: list[tuple[str, str]]) -> None:
 
 
 def setup(root: Path, args) -> dict[str, int]:
-    pieces = stdlib_pieces(args.min_chars)
+    pieces = corpus_pieces(args.min_chars, args.site_packages_mb)
     if args.limit:
         pieces = pieces[: args.limit]
     base = [(f"p{i:06d}", t) for i, t in enumerate(pieces) if i % 101 != 100]
@@ -170,6 +192,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--min-chars", type=int, default=600, help="a record is blank-line blocks merged up to this size")
     ap.add_argument("--limit", type=int, default=0, help="use only the first N pieces (0: all)")
+    ap.add_argument("--site-packages-mb", type=float, default=0.0,
+                    help="add this many million characters of the environment's site-packages *.py (a bigger release)")
     ap.add_argument("--vocab-size", type=int, default=8192)
     ap.add_argument("--seq-len", type=int, default=2048)
     ap.add_argument("--shard-blocks", type=int, default=16, help="blocks per shard (shards.positions = this x seq_len)")

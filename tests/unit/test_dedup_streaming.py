@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -128,9 +129,11 @@ def test_streaming_build_gives_the_tables_the_dict_build_gave(tmp_path, monkeypa
     lines: list[str] = []
     new = build_dedup(LayerStore(home_new), "r1", kwargs["snapshots"], policy.model_copy(update={"shards": 3}),
                       MINHASH, **kwargs_less(kwargs), log=lines.append)
-    assert _files(new.version) == _files(old.version)  # every table file, byte for byte
-    assert new.version.content_digest == old.version.content_digest
-    assert new.version.manifest == old.version.manifest  # build spec, counts, policy digest
+    # every table file byte for byte, and the manifest (build spec, counts, policy digest), but the
+    # pair_verdicts the baseline never kept (checked against real Jaccard below)
+    assert _without_verdicts(_files(new.version)) == _without_verdicts(_files(old.version))
+    assert _manifest_without_verdicts(new.version) == _manifest_without_verdicts(old.version)
+    _assert_verdicts_are_real_jaccard(new.version, LayerStore(home_new), kwargs["snapshots"])
     assert (new.records, new.superseded, new.exact, new.near_removed, new.candidates, new.cluster_sizes, new.largest) == (
         old.records, old.superseded, old.exact, old.near_removed, old.candidates, old.cluster_sizes, old.largest)
     assert new.lsh == old.lsh
@@ -154,6 +157,56 @@ def test_streaming_build_gives_the_tables_the_dict_build_gave(tmp_path, monkeypa
     decisions = new.version.read_table("decisions")
     assert decisions.num_rows == len(clusters) + sum(new.version.manifest["left_out"].values())
     assert any("texts of LSH candidates read" in line for line in lines)
+
+
+def _without_verdicts(files: dict) -> dict:
+    return {k: v for k, v in files.items() if k != "pair_verdicts"}
+
+
+def _manifest_without_verdicts(version) -> dict:
+    m = {k: v for k, v in version.manifest.items() if k not in ("pair_verdicts", "content_digest", "version")}
+    m["tables"] = _without_verdicts(m["tables"])
+    return m
+
+
+def _texts_by_key(store: LayerStore, snapshots: list[str]) -> dict:
+    """128-bit key words -> the normal forms of the curated records with that dedup key, and
+    record id -> key words."""
+    from corpus_assets.domain.dedup.pair_memo import key_words
+    from corpus_assets.domain.layers.registry import CURATED_RECORDS
+
+    out: dict = {}
+    ids: dict = {}
+    for snap in snapshots:
+        t = store.require_current(CURATED_RECORDS, snap).read_table("records", ["record_id", "dedup_key", "text", "domain"])
+        for rid, (k0, k1), text, domain in zip(t.column("record_id").to_pylist(), key_words(t.column("dedup_key")).tolist(),
+                                               t.column("text").to_pylist(), t.column("domain").to_pylist()):
+            out.setdefault((k0, k1), set()).add(dedup_normal_form(text, domain))
+            ids[rid] = (k0, k1)
+    return out, ids
+
+
+def _assert_verdicts_are_real_jaccard(version, store: LayerStore, snapshots: list[str]) -> None:
+    """Every pair_verdicts row: the real Jaccard of the two records with those keys, keys ordered,
+    rows sorted and distinct; every verified edge between records of unshared keys is there."""
+    v = version.read_table("pair_verdicts").to_pylist()
+    by_key, key_of = _texts_by_key(store, snapshots)
+    rows = [((r["a0"], r["a1"]), (r["b0"], r["b1"])) for r in v]
+    assert rows == sorted(set(rows)) and all(a <= b for a, b in rows)
+    for r, (a, b) in zip(v, rows):
+        (fa,), (fb,) = by_key[a], by_key[b]  # one normal form per key (a forged collision never enters)
+        want = exact_jaccard(text_shingle_hashes(fa, MINHASH), text_shingle_hashes(fb, MINHASH))
+        assert r["jaccard"] == want
+    assert version.manifest["pair_verdicts"]["pairs"] == len(v)
+    clustered = version.read_table("clusters", ["record_id"]).column("record_id").to_pylist()
+    shared = {k for k, n in Counter(key_of[r] for r in clustered).items() if n > 1}
+    found = dict(zip(rows, (r["jaccard"] for r in v)))
+    edges = version.read_table("edges").to_pylist()
+    for e in edges:
+        a, b = sorted((key_of[e["record_id"]], key_of[e["neighbour_id"]]))
+        if a not in shared and b not in shared:
+            assert found[(a, b)] == e["jaccard"]
+    assert len(v) > 0
 
 
 def kwargs_less(kwargs: dict) -> dict:
@@ -234,7 +287,51 @@ def test_shingle_sets_give_the_jaccard_of_the_texts_and_survive_pickling(tmp_pat
 
 
 def test_dedup_tables_are_the_layer_tables():
-    assert set(DEDUP_TABLES) == {"clusters", "aliases", "edges", "superseded", "decisions"}
+    assert set(DEDUP_TABLES) == {"clusters", "aliases", "edges", "superseded", "pair_verdicts", "decisions"}
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_a_rebuild_reuses_the_previous_verdicts_and_writes_the_same_bytes(tmp_path, shards):
+    """A release rebuilt after a new snapshot arrives, with the previous version's pair_verdicts as
+    its memo, writes the same files as a build with no previous version; the pairs it knew were
+    neither read nor verified again, and the new records' pairs were."""
+    from corpus_assets.domain.core.keys import snapshot_key as skey
+
+    homes = {k: tmp_path / k for k in ("inc", "fresh")}
+    late = skey("web", T0 + timedelta(hours=3))
+    for home in homes.values():
+        kwargs = _release(LayerStore(home))
+    policy = ReleaseDedupPolicy(lsh={"threshold": 0.5, "num_perm": 64, "bands": 16, "rows": 4}, shards=shards)
+    store = LayerStore(homes["inc"])
+    first = build_dedup(store, "r1", kwargs["snapshots"], policy, MINHASH, **kwargs_less(kwargs))
+    assert first.memo_hits == 0 and first.candidates > 0
+    added = [record_row("web:venv-2", "web", late, _near(VENV, 30)), record_row("web:gc-2", "web", late, _near(GC, 5)),
+             record_row("web:y", "web", late, "Another page only the crawl has, about nothing the others cover.")]
+    snapshots = kwargs["snapshots"] + [late]
+    for home in homes.values():
+        write_snapshot(LayerStore(home), late, [added], MINHASH)
+    lines: list[str] = []
+    again = build_dedup(store, "r1", snapshots, policy, MINHASH, **kwargs_less(kwargs), log=lines.append,
+                        previous=store.current(DEDUP_CLUSTERS, "r1"))
+    fresh = build_dedup(LayerStore(homes["fresh"]), "r1", snapshots, policy, MINHASH, **kwargs_less(kwargs))
+    assert _files(again.version) == _files(fresh.version)
+    assert again.version.manifest == fresh.version.manifest
+    assert fresh.memo_hits == 0 and 0 < again.memo_hits < again.candidates
+    assert any(f"({again.memo_hits} known from the previous build)" in line for line in lines)
+    _assert_verdicts_are_real_jaccard(again.version, LayerStore(homes["inc"]), snapshots)
+
+
+def test_a_memo_under_other_shingling_is_not_used(tmp_path):
+    from corpus_assets.domain.dedup.clusters_layer import _previous_memo
+
+    kwargs = _release(LayerStore(tmp_path))
+    store = LayerStore(tmp_path)
+    policy = ReleaseDedupPolicy(lsh={"threshold": 0.5, "num_perm": 64, "bands": 16, "rows": 4})
+    built = build_dedup(store, "r1", kwargs["snapshots"], policy, MINHASH, **kwargs_less(kwargs))
+    keys = np.zeros((3, 2), dtype=np.uint64)
+    assert _previous_memo(built.version, keys, MINHASH, tmp_path / "same").entries == built.version.row_count("pair_verdicts")
+    for other in (MinHashPolicy(num_perm=64, shingles={"unit": "char", "size": 4}), MinHashPolicy(num_perm=64, seed=2)):
+        assert _previous_memo(built.version, keys, other, tmp_path / "other") is None
 
 
 def test_dedup_shards_is_read_but_is_not_part_of_the_release_identity(tmp_path):

@@ -5,7 +5,7 @@ import dagster as dg
 from corpus_assets.domain.core.compute import engine_from_env
 from corpus_assets.domain.dedup.clusters_layer import DEDUP_CODE_VERSION, build_dedup
 from corpus_assets.domain.ingest.compacted import select_snapshots
-from corpus_assets.domain.layers.registry import CANONICAL_RECORDS, CURATED_RECORDS, MINHASH_SIGNATURES
+from corpus_assets.domain.layers.registry import CANONICAL_RECORDS, CURATED_RECORDS, DEDUP_CLUSTERS, MINHASH_SIGNATURES
 from corpus_assets.metadata import markdown_table, ratio, version_metadata
 from corpus_assets.assets.releases.release_inputs import release_inputs
 from corpus_assets.partitions import every_snapshot, releases_partitions
@@ -56,7 +56,7 @@ def dedup_clusters(
                     allowed_uses={s.id: s.governance.allowed_uses for s in declared}, uses=spec.uses,
                     log=context.log.info,
                     primary_locales={s.id: s.primary_locale for s in declared if getattr(s, "primary_locale", None)},
-                    engine=engine, shards=policy.shards)
+                    engine=engine, shards=policy.shards, previous=store.current(DEDUP_CLUSTERS, name))
     kept = s.version.manifest["kept"]
     return dg.MaterializeResult(
         data_version=dg.DataVersion(s.version.content_digest),
@@ -67,6 +67,8 @@ def dedup_clusters(
             "near_duplicates": dg.MetadataValue.int(s.near_removed),
             "duplicate_rate": dg.MetadataValue.float(ratio(s.records - kept, s.records)),
             "candidate_pairs": dg.MetadataValue.int(s.candidates),
+            # of those, verified by the previous build (pair_verdicts): no text read, no Jaccard computed
+            "candidate_pairs_known": dg.MetadataValue.int(s.memo_hits),
             "superseded_copies": dg.MetadataValue.int(s.superseded),
             "snapshot_rule": dg.MetadataValue.text(spec.snapshots.retain),
             "uses": dg.MetadataValue.text(", ".join(spec.uses)),

@@ -45,6 +45,7 @@ from corpus_assets.domain.dedup.exact import exact_arrays, split_by_bytes
 from corpus_assets.domain.dedup.lsh import LshPolicy
 from corpus_assets.domain.dedup.minhash import MinHashPolicy, minhash_policy_version
 from corpus_assets.domain.dedup.release_inputs import ReleaseInputs, load_release_inputs, order_rank, write_signature_rows
+from corpus_assets.domain.dedup.pair_memo import PairMemo, key_words, verdict_table, write_memo
 from corpus_assets.domain.dedup.release_view import STAGE_OF, SUPERSEDED, release_view
 from corpus_assets.domain.dedup.sharded import SignatureFile, sharded_near_dedup
 from corpus_assets.domain.dedup.text_verifier import TextPairVerifier
@@ -73,6 +74,7 @@ class ReleaseDedupPolicy(BaseModel):
 
 
 DEDUP_TABLES = layer(DEDUP_CLUSTERS).table_specs()
+VERDICTS_TABLE = "pair_verdicts"
 
 
 @dataclass
@@ -87,6 +89,7 @@ class DedupSummary:
     lsh: dict
     cluster_sizes: dict[int, int] = field(default_factory=dict)
     largest: list[tuple[str, int]] = field(default_factory=list)
+    memo_hits: int = 0  # candidate pairs whose Jaccard came from the previous build's pair_verdicts
 
 
 def _eligible(governance_json: str) -> bool:
@@ -224,12 +227,15 @@ def build_dedup(
     primary_locales: Optional[Mapping[str, str]] = None,
     engine: Optional[Engine] = None,
     shards: Optional[int] = None,
+    previous: Optional[LayerVersion] = None,
 ) -> DedupSummary:
     """Cluster the copies the release sees (``release_view``: each source as of its latest selected
     snapshot under rule ``latest``; ``union`` keeps every record id's newest accepted copy).
     ``primary_locales``: source -> locale its representatives should be in (local_dir's
     ``primary_locale``). ``engine`` runs the near-dedup tasks (default: in process) in ``shards``
-    bucket shards (default ``policy.shards``); neither changes a byte of the result."""
+    bucket shards (default ``policy.shards``); neither changes a byte of the result. ``previous``:
+    the release's current dedup version, whose ``pair_verdicts`` spare this build the texts and the
+    verification of candidate pairs it already verified (``pair_memo``; the result is the same)."""
     primary_locales = dict(sorted((primary_locales or {}).items()))
     engine = engine or Engine()
     shards = policy.shards if shards is None else shards
@@ -270,8 +276,15 @@ def build_dedup(
             if fetched is not None:
                 fetched.finish()
 
+        row_keys = key_words(records.column("dedup_key").take(pa.array(reps)))
+        memo = _previous_memo(previous, row_keys, minhash, scratch / "memo")
+        if log and memo is not None:
+            log(f"{label}: {memo.entries} candidate pair verdicts of the previous build {previous.version} kept")
         result = sharded_near_dedup(SignatureFile(str(sig_path)), order, lsh, TextPairVerifier(rep_normal_forms, minhash, log),
-                                    workdir=scratch / "near", shards=shards, engine=engine, log=log)
+                                    workdir=scratch / "near", shards=shards, engine=engine, log=log, memo=memo,
+                                    verdicts=True)
+        verdicts = verdict_table(row_keys, *result.verdicts)
+        del row_keys
 
     # final representative, kind and leakage group per record
     final_rep = np.arange(n, dtype=np.int64)
@@ -321,8 +334,10 @@ def build_dedup(
                                         "superseded_by": [e.superseded_by for e in superseded]},
                                        schema=DEDUP_TABLES["superseded"].schema))
         _write_decisions(w, records, ids, kind, final_rep, final_j, view.excluded, inputs.left_out, policy_version)
+        w.write(VERDICTS_TABLE, verdicts)
         version = w.commit(
             extra_manifest={
+                VERDICTS_TABLE: {"shingling": minhash_policy_version(minhash), "pairs": verdicts.num_rows},
                 "records": n,
                 "exact": ex.summary,
                 "near_removed": result.removed,
@@ -338,8 +353,19 @@ def build_dedup(
     return DedupSummary(
         version, sorted(snapshots), n, len(superseded), ex.summary, result.removed, result.candidates,
         {**result.policy, "stats": asdict(result.stats)},
-        dict(sorted(size_hist.items())), largest,
+        dict(sorted(size_hist.items())), largest, memo_hits=result.memo_hits,
     )
+
+
+def _previous_memo(previous: Optional[LayerVersion], row_keys: np.ndarray, minhash: MinHashPolicy,
+                   workdir: Path) -> Optional[PairMemo]:
+    """The previous build's verdicts as a memo for these signature rows, if it kept them under the
+    same shingling (a version written before ``pair_verdicts`` existed has none)."""
+    if previous is None or VERDICTS_TABLE not in previous.manifest.get("tables", {}):
+        return None
+    if (previous.manifest.get(VERDICTS_TABLE) or {}).get("shingling") != minhash_policy_version(minhash):
+        return None
+    return write_memo(previous.read_table(VERDICTS_TABLE), row_keys, workdir)
 
 
 def _chunks(n: int) -> Iterator[tuple[int, int]]:

@@ -225,6 +225,8 @@ class NearDedupResult:
     stats: CandidateStats
     policy: dict
     capped: Optional[dict] = field(default=None)
+    memo_hits: int = 0  # candidate pairs whose Jaccard came from an earlier build (sharded_near_dedup)
+    verdicts: Optional[tuple] = field(default=None)  # (i, j, jaccard) of every distinct candidate pair
 
     @property
     def removed(self) -> int:

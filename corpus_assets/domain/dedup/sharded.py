@@ -62,6 +62,7 @@ from corpus_assets.domain.dedup.lsh import (
     sorted_unique,
 )
 from corpus_assets.domain.dedup.near import NearDedupResult, finish_near_dedup
+from corpus_assets.domain.dedup.pair_memo import PairMemo
 
 __all__ = ["SignatureFile", "PairVerifier", "sharded_near_dedup", "REPORT_TOP"]
 
@@ -241,7 +242,13 @@ def _bucket_task(job: dict) -> dict:
     del p, q
     codes = sorted_unique(np.minimum(rp, rq) * np.int64(n) + np.maximum(rp, rq))
     del rp, rq
-    named = sorted_unique(np.concatenate([codes // n, codes % n]))
+    unknown = codes
+    if job["memo"] is not None:  # pairs an earlier build verified need no text
+        order = np.load(job["order"], mmap_mode="r")
+        hit, _ = job["memo"].lookup(np.asarray(order[codes // n]), np.asarray(order[codes % n]))
+        unknown = codes[~hit]
+    named = sorted_unique(np.concatenate([unknown // n, unknown % n]))
+    del unknown
     np.save(job["named"], named)
     part = _route(codes, _PART_SALT, parts)
     np.save(job["out"], codes[np.argsort(part, kind="stable")])
@@ -265,23 +272,37 @@ def _verify_task(job: dict) -> dict:
     del slices
     n = job["n"]
     order = np.load(job["order"], mmap_mode="r")
-    verifier = job["verifier"]
+    verifier, memo = job["verifier"], job["memo"]
     lo_parts, hi_parts, j_parts = [], [], []
+    all_j: list[np.ndarray] = []
+    hits = 0
     for s in range(0, codes.size, _VERIFY_BATCH):
         c = codes[s : s + _VERIFY_BATCH]
         lo, hi = c // n, c % n
         i, j = np.asarray(order[lo]), np.asarray(order[hi])
         pairs = np.stack([np.minimum(i, j), np.maximum(i, j)], axis=1)
-        jac = np.asarray(verifier.jaccard_many(pairs), dtype=np.float64)
-        if jac.shape != (pairs.shape[0],):
-            raise ValueError(f"verifier.jaccard_many returned shape {jac.shape} for {pairs.shape[0]} pairs")
+        if memo is not None:
+            hit, jac = memo.lookup(pairs[:, 0], pairs[:, 1])
+            hits += int(hit.sum())
+        else:
+            hit, jac = np.zeros(pairs.shape[0], dtype=bool), np.empty(pairs.shape[0], dtype=np.float64)
+        miss = ~hit
+        if miss.any():
+            got = np.asarray(verifier.jaccard_many(pairs[miss]), dtype=np.float64)
+            if got.shape != (int(miss.sum()),):
+                raise ValueError(f"verifier.jaccard_many returned shape {got.shape} for {int(miss.sum())} pairs")
+            jac[miss] = got
+        if job["verdicts"]:
+            all_j.append(jac)
         keep = jac >= job["tau"]
         lo_parts.append(lo[keep])
         hi_parts.append(hi[keep])
         j_parts.append(jac[keep])
     cat = lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dtype=dt)  # noqa: E731
     np.savez(job["out"], lo=cat(lo_parts, np.int64), hi=cat(hi_parts, np.int64), j=cat(j_parts, np.float64))
-    return {"candidates": int(codes.size), "edges": int(sum(x.size for x in lo_parts))}
+    if job["verdicts"]:  # every distinct pair with its Jaccard, for the next build's memo
+        np.savez(job["verdicts"], lo=codes // n, hi=codes % n, j=cat(all_j, np.float64))
+    return {"candidates": int(codes.size), "edges": int(sum(x.size for x in lo_parts)), "memo_hits": hits}
 
 
 # --------------------------------------------------------------------------------------------
@@ -347,12 +368,17 @@ def sharded_near_dedup(
     engine: Optional[Engine] = None,
     log: Optional[Callable[[str], None]] = None,
     chunk_rows: Optional[int] = None,
+    memo: Optional[PairMemo] = None,
+    verdicts: bool = False,
 ) -> NearDedupResult:
     """Near dedup of every row of ``signatures`` under ``policy``; see the module docstring.
     ``shards`` is K (bucket shards = verification partitions); ``engine`` defaults to
     :func:`engine_from_env`; ``chunk_rows`` the rows per key task (default: about 64 MiB of
-    signatures). Intermediate files go to a fresh directory under
-    ``workdir``, removed at the end."""
+    signatures). ``memo``: Jaccard values an earlier build computed (``pair_memo``), used instead
+    of verifying those pairs again (no text is fetched for them); ``verdicts``: return every
+    distinct candidate pair with its Jaccard in ``result.verdicts`` (signature rows ``i < j``,
+    sorted by rank pair), what the next build's memo is made of. Neither changes the result.
+    Intermediate files go to a fresh directory under ``workdir``, removed at the end."""
     if not isinstance(shards, (int, np.integer)) or shards < 1:
         raise ValueError(f"shards must be an integer >= 1, got {shards!r}")
     if chunk_rows is not None and chunk_rows < 1:
@@ -399,7 +425,8 @@ def sharded_near_dedup(
         bucket_jobs = [{"inputs": [(j["out"], kr["offsets"][s], kr["offsets"][s + 1]) for j, kr in zip(key_jobs, key_res)],
                         "cap": policy.bucket_cap, "n": n, "parts": k, "out": str(tmp / f"pairs-{s:04d}.npy"),
                         "sig": signatures.path, "order": str(tmp / "order.npy"),
-                        "named": str(tmp / f"named-{s:04d}.npy"), "capped": str(tmp / f"capped-{s:04d}.npz")}
+                        "named": str(tmp / f"named-{s:04d}.npy"), "capped": str(tmp / f"capped-{s:04d}.npz"),
+                        "memo": memo}
                        for s in range(k)]
         bucket_res = _run(engine, _bucket_task, bucket_jobs, "lsh-buckets", log, "near dedup: bucket shards", "shards")
         for j in key_jobs:
@@ -420,18 +447,27 @@ def sharded_near_dedup(
         del needed
         verify_jobs = [{"inputs": [(j["out"], br["offsets"][v], br["offsets"][v + 1]) for j, br in zip(bucket_jobs, bucket_res)],
                         "n": n, "order": str(tmp / "order.npy"), "verifier": ready, "tau": policy.threshold,
-                        "out": str(tmp / f"edges-{v:04d}.npz")} for v in range(k)]
+                        "out": str(tmp / f"edges-{v:04d}.npz"), "memo": memo,
+                        "verdicts": str(tmp / f"verdicts-{v:04d}.npz") if verdicts else None} for v in range(k)]
         verify_res = _run(engine, _verify_task, verify_jobs, "lsh-verify", log, "near dedup: verified partitions",
                           "partitions")
         for j in bucket_jobs:
             Path(j["out"]).unlink()
         candidates = sum(x["candidates"] for x in verify_res)
+        hits = sum(x["memo_hits"] for x in verify_res)
         stats.pairs = candidates
         lo, hi, jac = _load_edges([Path(j["out"]) for j in verify_jobs])
-        say(f"near dedup: {candidates} distinct candidate pairs, {lo.size} verified edges (J >= {policy.threshold})")
+        known = f" ({hits} known from the previous build)" if memo is not None else ""
+        say(f"near dedup: {candidates} distinct candidate pairs{known}, {lo.size} verified edges (J >= {policy.threshold})")
         pairs = np.stack([order[hi], order[lo]], axis=1) if lo.size else np.zeros((0, 2), dtype=np.int64)
         del lo, hi
         result = finish_near_dedup(order, rank, pairs, jac, policy, candidates, stats)
+        result.memo_hits = hits
+        if verdicts:
+            vlo, vhi, vj = _load_edges([Path(j["verdicts"]) for j in verify_jobs])
+            srt = np.lexsort((vhi, vlo))  # rank pairs: the same order for any K
+            vi, vk = order[vlo[srt]], order[vhi[srt]]
+            result.verdicts = (np.minimum(vi, vk), np.maximum(vi, vk), vj[srt])
         has_edge = np.zeros(n, dtype=bool)
         has_edge[result.edges.reshape(-1)] = True
         result.capped = _capped_report([Path(j["capped"]) for j in bucket_jobs], order, result.component,

@@ -205,6 +205,8 @@ ALIASES_SCHEMA = pa.schema(
     ]
 )
 EDGES_SCHEMA = pa.schema([("record_id", pa.string()), ("neighbour_id", pa.string()), ("jaccard", pa.float64())])
+VERDICTS_SCHEMA = pa.schema([("a0", pa.uint64()), ("a1", pa.uint64()), ("b0", pa.uint64()), ("b1", pa.uint64()),
+                             ("jaccard", pa.float64())])
 SUPERSEDED_SCHEMA = pa.schema([("record_id", pa.string()), ("snapshot", pa.string()), ("superseded_by", pa.string())])
 ASSIGNMENTS_SCHEMA = pa.schema(
     [
@@ -327,6 +329,8 @@ LAYERS: tuple[Layer, ...] = (
             "aliases": Table(ALIASES_SCHEMA, record_ids=("representative_id", "record_id")),
             "edges": Table(EDGES_SCHEMA, record_ids=("record_id", "neighbour_id")),
             "superseded": Table(SUPERSEDED_SCHEMA, record_ids=_ID, readable=False),
+            # candidate pairs' Jaccard by content key (dedup_key prefixes): the next build's memo
+            "pair_verdicts": Table(VERDICTS_SCHEMA, purge=Purge.NONE, readable=False),
             DECISIONS_TABLE: _DECISIONS,
         },
         main_table="clusters", build_id=BuildId.CONTENT, on_deletion=OnDeletion.REBUILD,
