@@ -33,7 +33,6 @@ __all__ = ["VERDICTS_SCHEMA", "PairMemo", "key_words", "unshared", "verdict_tabl
 _HEX = np.full(256, 255, dtype=np.uint8)
 _HEX[np.frombuffer(b"0123456789", np.uint8)] = np.arange(10, dtype=np.uint8)
 _HEX[np.frombuffer(b"abcdef", np.uint8)] = np.arange(10, 16, dtype=np.uint8)
-_SHIFTS = (np.uint64(4) * np.arange(15, -1, -1, dtype=np.uint64)).astype(np.uint64)
 _SALT = np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -49,12 +48,11 @@ def key_words(dedup_keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
         raise ValueError("dedup keys must be 64 lowercase hex digits (hashing.dedup_key), found another value")
     offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32)[arr.offset: arr.offset + n + 1]
     data = np.frombuffer(arr.buffers()[2], dtype=np.uint8)[offsets[0]: offsets[-1]].reshape(n, 64)
-    nib = _HEX[data[:, :32]]
-    if (nib == 255).any():
+    prefix = np.ascontiguousarray(data[:, :32])
+    if (_HEX[prefix] == 255).any():
         raise ValueError("dedup keys must be 64 lowercase hex digits (hashing.dedup_key), found another character")
-    nib = nib.astype(np.uint64)
-    return np.stack([(nib[:, :16] << _SHIFTS).sum(axis=1, dtype=np.uint64),
-                     (nib[:, 16:] << _SHIFTS).sum(axis=1, dtype=np.uint64)], axis=1)
+    words = np.frombuffer(bytes.fromhex(prefix.tobytes().decode("ascii")), dtype=">u8")
+    return words.astype(np.uint64).reshape(n, 2)
 
 
 def unshared(keys: np.ndarray) -> np.ndarray:
