@@ -35,8 +35,12 @@ and each step; the token views' tokenized / reused / adopted record counts; the 
 (snapshot_job of the +1% plus the increment, against snapshot_job of every source the full build reads
 plus the full build) and increment2 (multiprocess) / increment.
 
+``--site-packages-mb M`` makes the release bigger with the same kind of text: after the standard
+library's pieces come those of the environment's site-packages ``*.py`` (the project's pinned
+dependencies, sorted by relative path) up to M million characters, held out the same way.
+
 Run:  .venv/bin/python bench/bench_increment.py [--min-chars 600] [--vocab-size 8192] [--seq-len 2048] [--shard-blocks 16]
-      [--order append|plan] [--no-multiprocess] [--profile FILE]
+      [--order append|plan] [--site-packages-mb 0] [--no-multiprocess] [--profile FILE]
 """
 
 from __future__ import annotations
