@@ -176,31 +176,35 @@ def load_release_inputs(store: LayerStore, snapshots: Sequence[str], view: Relea
         sigs.append(sig_v)
         used_ids = pa.array(sorted(used), pa.string())
         left_ids = pa.array(sorted(left), pa.string())
-        pos, kept, gone = 0, [], []
+        # the whole snapshot's light rows first (governance reduced to a bool per batch), then ONE
+        # membership test per id set: pc.is_in hashes its value set on every call, so a test per
+        # row group would hash the release's ids once per row group (quadratic in the snapshot)
+        pos, rows = 0, []
         for b in cur_v.iter_batches("records", batch_size=65536, columns=list(_LIGHT)):
             t = pa.Table.from_batches([b]).append_column("cur_pos", pa.array(np.arange(pos, pos + b.num_rows)))
+            rows.append(t.drop_columns(["governance_json"]).append_column("eligible", eligible_column(t.column("governance_json"))))
             pos += b.num_rows
             read += b.num_rows
             if progress is not None:
                 progress.update(read)
-            rid = t.column("record_id")
-            if len(used_ids):
-                u = t.filter(pc.is_in(rid, value_set=used_ids))
-                kept.append(u.drop_columns(["governance_json"]).append_column("eligible", eligible_column(u.column("governance_json"))))
-            if len(left_ids):
-                gone.append(t.filter(pc.is_in(rid, value_set=left_ids)).select(
-                    ["record_id", "source_id", "schema_type", "domain", "lang", "char_count"]))
-        if gone:
-            lt = pa.concat_tables(gone)
+        light = pa.concat_tables(rows) if rows else None
+        del rows
+        if light is not None and len(left_ids):
+            lt = light.filter(pc.is_in(light.column("record_id"), value_set=left_ids)).select(
+                ["record_id", "source_id", "schema_type", "domain", "lang", "char_count"])
             left_parts.append(lt.append_column("snapshot", pa.array([snap] * lt.num_rows, pa.string())))
         if not len(used_ids):
             continue
         spos, sig_rows = 0, []
         for b in sig_v.iter_batches("signatures", batch_size=65536, columns=["record_id", "snapshot", "dedup_key"]):
-            t = pa.Table.from_batches([b]).append_column("sig_pos", pa.array(np.arange(spos, spos + b.num_rows)))
+            sig_rows.append(pa.Table.from_batches([b]).append_column("sig_pos", pa.array(np.arange(spos, spos + b.num_rows))))
             spos += b.num_rows
-            sig_rows.append(t.filter(pc.is_in(t.column("record_id"), value_set=used_ids)))
-        cur, sig = pa.concat_tables(kept), pa.concat_tables(sig_rows)
+        if light is None:
+            raise ValueError(f"{snap}: curated_records holds no rows, the release view uses {len(used_ids)} of them")
+        cur = light.filter(pc.is_in(light.column("record_id"), value_set=used_ids))
+        del light
+        sig = pa.concat_tables(sig_rows)
+        sig = sig.filter(pc.is_in(sig.column("record_id"), value_set=used_ids))
         joined = sig.join(cur, keys="record_id", join_type="inner")
         joined = joined.append_column("part", pa.array(np.full(joined.num_rows, part, dtype=np.int32)))
         if joined.num_rows != len(used_ids) or sig.num_rows != joined.num_rows:

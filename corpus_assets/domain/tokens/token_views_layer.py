@@ -98,16 +98,17 @@ def _reusable_views(
         for release, peeked in matching:
             v = store.open_version(TOKEN_VIEWS, release, peeked.version)
             done = pa.concat_arrays(seen) if seen else None
-            # the keys first (one narrow column), then only the matching rows' token columns
-            hits, start = [], 0
-            for batch in v.iter_batches("views", batch_size=8192, columns=["cache_key"]):
-                col = batch.column(0)
+            # the keys first (one narrow column, tested at once: pc.is_in hashes its value set on
+            # every call), then only the matching rows' token columns
+            batches = [b.column(0) for b in v.iter_batches("views", batch_size=8192, columns=["cache_key"])]
+            positions = np.empty(0, np.int64)
+            if batches:
+                col = pa.chunked_array(batches)
                 m = pc.fill_null(pc.is_in(col, value_set=wanted), False)
                 if seen:
                     m = pc.and_(m, pc.invert(pc.fill_null(pc.is_in(col, value_set=done), False)))
-                hits.append(np.flatnonzero(m.to_numpy(zero_copy_only=False)) + start)
-                start += batch.num_rows
-            positions = np.concatenate(hits) if hits else np.empty(0, np.int64)
+                positions = np.flatnonzero(m.to_numpy())
+            del batches
             found_here: list[pa.Array] = []
             if positions.size:
                 for _, _, t in v.take_rows("views", positions, columns=["cache_key", "variant", *VIEW_TOKEN_COLUMNS]):
