@@ -31,7 +31,8 @@ the pair set, the counts and the output do not depend on K or on the worker coun
 key task holds one chunk (about ``_CHUNK_BYTES`` of signatures), a bucket task its shard's
 entries and pairs (about ``n * bands / K`` entries), a verify task its partition's pairs; the
 driver holds n-sized arrays (order, rank, results) and the verified edges, never the matrix nor
-all candidate pairs. Design: docs/dedup.md#sharded-lsh
+all candidate pairs (unless asked for the verdicts: then every distinct pair and its Jaccard, for
+``pair_memo``). Design: docs/dedup.md#sharded-lsh
 """
 
 from __future__ import annotations
@@ -376,8 +377,10 @@ def sharded_near_dedup(
     :func:`engine_from_env`; ``chunk_rows`` the rows per key task (default: about 64 MiB of
     signatures). ``memo``: Jaccard values an earlier build computed (``pair_memo``), used instead
     of verifying those pairs again (no text is fetched for them); ``verdicts``: return every
-    distinct candidate pair with its Jaccard in ``result.verdicts`` (signature rows ``i < j``,
-    sorted by rank pair), what the next build's memo is made of. Neither changes the result.
+    distinct candidate pair with its Jaccard in ``result.verdicts`` (signature rows ``i < j``, in
+    partition order: ``pair_memo.verdict_table`` sorts them by content key), what the next build's
+    memo is made of; the driver then holds every candidate pair (24 bytes each), not only the
+    verified edges. Neither changes the result.
     Intermediate files go to a fresh directory under ``workdir``, removed at the end."""
     if not isinstance(shards, (int, np.integer)) or shards < 1:
         raise ValueError(f"shards must be an integer >= 1, got {shards!r}")
@@ -465,9 +468,8 @@ def sharded_near_dedup(
         result.memo_hits = hits
         if verdicts:
             vlo, vhi, vj = _load_edges([Path(j["verdicts"]) for j in verify_jobs])
-            srt = np.lexsort((vhi, vlo))  # rank pairs: the same order for any K
-            vi, vk = order[vlo[srt]], order[vhi[srt]]
-            result.verdicts = (np.minimum(vi, vk), np.maximum(vi, vk), vj[srt])
+            vi, vk = order[vlo], order[vhi]
+            result.verdicts = (np.minimum(vi, vk), np.maximum(vi, vk), vj)
         has_edge = np.zeros(n, dtype=bool)
         has_edge[result.edges.reshape(-1)] = True
         result.capped = _capped_report([Path(j["capped"]) for j in bucket_jobs], order, result.component,
