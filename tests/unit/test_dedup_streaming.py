@@ -10,6 +10,7 @@ columnar order equals ``representative_order_key`` (the reference definition) on
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections import Counter
 from datetime import datetime, timedelta, timezone
@@ -209,6 +210,12 @@ def _assert_verdicts_are_real_jaccard(version, store: LayerStore, snapshots: lis
     assert len(v) > 0
 
 
+def _candidate_texts_read(lines: list[str]) -> int:
+    """How many records' texts a build read for LSH candidates, from its progress line."""
+    (line,) = [x for x in lines if "texts of LSH candidates read" in x]
+    return int(re.search(r"read: (\d+)/", line).group(1))
+
+
 def kwargs_less(kwargs: dict) -> dict:
     return {k: v for k, v in kwargs.items() if k != "snapshots"}
 
@@ -313,11 +320,15 @@ def test_a_rebuild_reuses_the_previous_verdicts_and_writes_the_same_bytes(tmp_pa
     lines: list[str] = []
     again = build_dedup(store, "r1", snapshots, policy, MINHASH, **kwargs_less(kwargs), log=lines.append,
                         previous=store.current(DEDUP_CLUSTERS, "r1"))
-    fresh = build_dedup(LayerStore(homes["fresh"]), "r1", snapshots, policy, MINHASH, **kwargs_less(kwargs))
+    fresh_lines: list[str] = []
+    fresh = build_dedup(LayerStore(homes["fresh"]), "r1", snapshots, policy, MINHASH, **kwargs_less(kwargs),
+                        log=fresh_lines.append)
     assert _files(again.version) == _files(fresh.version)
     assert again.version.manifest == fresh.version.manifest
     assert fresh.memo_hits == 0 and 0 < again.memo_hits < again.candidates
     assert any(f"({again.memo_hits} known from the previous build)" in line for line in lines)
+    # texts are read only for the records the unknown pairs name: fewer than a build without verdicts reads
+    assert 0 < _candidate_texts_read(lines) < _candidate_texts_read(fresh_lines)
     _assert_verdicts_are_real_jaccard(again.version, LayerStore(homes["inc"]), snapshots)
 
 
