@@ -74,7 +74,7 @@ class World:
             w.commit()
         self.snapshots[snapshot] = list(ids)
 
-    def release_layers(self, mixture=None) -> None:
+    def release_layers(self, mixture=None, view_policy: TokenViewPolicy = TokenViewPolicy(max_tokens=400)) -> None:
         rows = [{"record_id": f"docs:{i:04d}", "source_id": "docs", "snapshot": snap, "kept": i not in self.dropped,
                  "group_key": f"g{i}", "u": 0.5, "split": _split(i)}
                 for snap, ids in self.snapshots.items() for i in ids]
@@ -84,18 +84,18 @@ class World:
         if self.store.current("tokenizer", RELEASE) is None:  # frozen after the first build
             spec = TokenizerSpec(path=TOKENIZER_JSON, special_tokens=["<|endoftext|>", "<|pad|>"], eos_token="<|endoftext|>")
             build_tokenizer(self.store, RELEASE, spec, splits=splits)
-        views, _ = build_token_views(self.store, RELEASE, TokenViewPolicy(max_tokens=400), splits=splits,
+        views, _ = build_token_views(self.store, RELEASE, view_policy, splits=splits,
                                      tokenizer=self.store.require_current("tokenizer", RELEASE), engine=Engine())
         build_mixture_plan(self.store, RELEASE, mixture, token_views=views, train_split="train")
 
 
 def _pack(store: LayerStore, policy: PackingPolicy, previous, order: str = "append", engine: Engine | None = None,
-          log=lambda _m: None):
+          log=lambda _m: None, reuse_tails: bool = True):
     return build_packed_shards(
         store, RELEASE, policy, ShardSpec(positions=4 * policy.seq_len), token_views=store.require_current(TOKEN_VIEWS, RELEASE),
         mixture_plan=store.require_current("mixture_plan", RELEASE), tokenizer_digest="tok-" + "cd" * 8, vocab_size=300,
         split_names=SPLIT_NAMES, bos_id=None, engine=engine or Engine(), task_positions=8 * policy.seq_len,
-        order=order, previous=previous, log=log)
+        order=order, previous=previous, log=log, reuse_tails=reuse_tails)
 
 
 def _files(root: Path) -> dict[str, str]:
@@ -108,21 +108,29 @@ def _order(version, split: str) -> list[str]:
     return t.take(pc.sort_indices(t.column("item_index"))).column("record_id").to_pylist()
 
 
+def _from_tails(spooled: str) -> int:
+    """Records the spool took from the previous build's tails, from its log line."""
+    return int(spooled.split("(")[-1].split(" records from the previous build's tails")[0])
+
+
 def _rebuild_both_ways(world: World, tmp: Path, label: str, policy: PackingPolicy):
     """Pack the world's current layers against its current packed_shards version twice: keeping
-    shards (in the world's own store) and, in a copy whose earlier shard sets are gone, packing
-    every shard. Returns (kept version, report, packed-everything version, report)."""
+    shards and taking spooled tokens from the previous build's tails (in the world's own store)
+    and, in a copy whose earlier shard sets are gone, packing every shard from tokens read from
+    token_views only. Returns (kept version, report)."""
     ref_home = tmp / f"{label}-reference"
     shutil.copytree(world.store.home, ref_home)
     shutil.rmtree(ref_home / "shards")  # nothing to keep: every shard is packed
     ref = LayerStore(ref_home, rows_per_group=64)
-    v_ref, r_ref = _pack(ref, policy, ref.current("packed_shards", RELEASE))
+    v_ref, r_ref = _pack(ref, policy, ref.current("packed_shards", RELEASE), reuse_tails=False)
     lines: list[str] = []
     v, r = _pack(world.store, policy, world.store.current("packed_shards", RELEASE), log=lines.append)
     spooled = next(m for m in lines if m.startswith("token views spooled:"))
     if sum(r["kept_shards"].values()):  # what a kept shard holds is not even read from the token views
         done, of = (int(x) for x in spooled.split("train ")[1].split(" records")[0].split("/"))
         assert done < of, spooled
+    # the views the previous build's last shards packed come from its tails, not from token_views
+    assert _from_tails(spooled) > 0, spooled
     assert r_ref["kept_shards"] == {s: 0 for s in SPLIT_NAMES}
     assert _files(world.store.home / r["shard_set"]) == _files(ref_home / r_ref["shard_set"]), label
     assert r["shard_set_digest"] == r_ref["shard_set_digest"] and v.content_digest == v_ref.content_digest, label
@@ -244,3 +252,20 @@ def test_a_shard_key_covers_exactly_the_samples_that_can_reach_the_shard(tmp_pat
     assert keys(base, longer)[:3] == k0[:3] and keys(base, longer)[3] != k0[3]
     # fields are length-prefixed: ids that concatenate alike still give different keys
     assert keys(["a;b", "c"] + base[2:]) != keys(["a", ";bc"] + base[2:])
+
+
+def test_a_view_whose_cache_key_changed_is_not_taken_from_the_tails(tmp_path):
+    """The tails hold tokens by view identity: after a view-policy change every record has a new
+    cache key, so the rebuild reads every token from token_views again."""
+    policy = POLICIES["atomic in order"]
+    world = World(tmp_path / "home")
+    world.capture("docs.20260101T000000", range(0, 300))
+    world.release_layers()
+    v1, _ = _pack(world.store, policy, None)
+    tails = v1.read_table("tails")
+    assert tails.num_rows and set(tails.column("split").to_pylist()) == set(SPLIT_NAMES)
+    world.release_layers(view_policy=TokenViewPolicy(max_tokens=399))  # same tokens, new cache keys
+    lines: list[str] = []
+    _pack(world.store, policy, world.store.current("packed_shards", RELEASE), log=lines.append)
+    spooled = next(m for m in lines if m.startswith("token views spooled:"))
+    assert _from_tails(spooled) == 0, spooled

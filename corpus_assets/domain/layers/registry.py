@@ -273,6 +273,14 @@ SHARDS_SCHEMA = pa.schema(
     ]
 )
 
+# the token views of the samples that reach the last shard of each split: what the next build of
+# the release packs again (pack/view_tail.py); not for reports, dropped with a deleted record
+TAILS_SCHEMA = pa.schema(
+    [("split", pa.string()), ("record_id", pa.string()), ("variant", pa.string()), ("cache_key", pa.string()),
+     ("n_tokens", pa.int32())]
+    + [TOKEN_VIEWS_SCHEMA.field(n) for n in ("input_ids", "loss_mask", "offsets")]
+)
+
 _ID = ("record_id",)
 # the decision record every deciding stage writes: one row per unit of its input (layers/decisions.py)
 _DECISIONS = Table(DECISIONS_SCHEMA, record_ids=_ID)
@@ -364,7 +372,8 @@ LAYERS: tuple[Layer, ...] = (
     ),
     Layer(
         PACKED_SHARDS, Partitioning.RELEASES, "mixtures_packing",
-        {"shards": Table(SHARDS_SCHEMA, purge=Purge.NONE), DECISIONS_TABLE: _DECISIONS},
+        {"shards": Table(SHARDS_SCHEMA, purge=Purge.NONE), DECISIONS_TABLE: _DECISIONS,
+         "tails": Table(TAILS_SCHEMA, record_ids=_ID, readable=False)},
         main_table="shards", build_id=BuildId.CONTENT, on_deletion=OnDeletion.REBUILD, shard_spans=True,
     ),
     Layer(

@@ -60,10 +60,11 @@ from corpus_assets.domain.pack.shard_reuse import (
 )
 from corpus_assets.domain.pack.pack_tasks import PackTask, add_counts, label_counts, pack_task, sample_chunks
 from corpus_assets.domain.pack.view_spool import SplitViews, SpooledViews
+from corpus_assets.domain.pack.view_tail import TAILS_TABLE, PreviousTails, tail_start, tail_table
 from corpus_assets.domain.layers.decisions import DECISIONS_TABLE, decisions_from_columns
 from corpus_assets.domain.layers.registry import PACKED_SHARDS, layer
 
-SHARDS_LAYER_VERSION = "packed-shards-layer-3"  # 2: the decisions table; 3: shard content keys, order
+SHARDS_LAYER_VERSION = "packed-shards-layer-4"  # 2: the decisions table; 3: shard content keys, order; 4: tails
 DEFAULT_SEQ_LEN = 2048  # T when the release spec has no packing.seq_len
 
 SHARDS_TABLES = layer(PACKED_SHARDS).table_specs()
@@ -213,6 +214,7 @@ def build_packed_shards(
     task_positions: int = 1 << 23,
     order: str = "plan",
     previous: Optional[LayerVersion] = None,
+    reuse_tails: bool = True,
 ) -> tuple[LayerVersion, dict]:
     """Pack every split into the release's shard set and write the layer. The placement is
     planned first (serial, from lengths); then each split's blocks, in ranges of whole shards of
@@ -221,7 +223,9 @@ def build_packed_shards(
 
     ``previous`` (the release's current ``packed_shards`` version) gives the earlier order under
     ``order="append"``, and shards whose content key it already holds are hard-linked instead of
-    packed (``shard_reuse``): the files do not depend on that either."""
+    packed (``shard_reuse``): the files do not depend on that either. Nor on ``reuse_tails``: the
+    tokens of needed views that ``previous`` keeps in its ``tails`` table are taken from there
+    instead of token_views (``view_tail``); False reads them all from token_views."""
     engine = engine or Engine()
     per_shard = shard_capacity(shard_spec.positions, policy.seq_len)  # S >= T or a clear error
     train = split_names[0]
@@ -240,6 +244,7 @@ def build_packed_shards(
                     "shard_positions": shard_spec.positions, "blocks_per_shard": per_shard, "splits": {}}
     all_meta: dict[str, list[dict]] = {}
     decisions: list[pa.Table] = []
+    tails: list[pa.Table] = []  # per split: the views its last shard packs (the next build's spool reads them)
     try:
         spool_dir, spool_lock = new_staging_dir(set_parent, prefix=".tmp-spool-")
         # records and lengths first (row-group ranges as tasks); tokens only of what is packed, below
@@ -269,7 +274,7 @@ def build_packed_shards(
             need[split] = np.zeros(len(sp.table), bool)
             if sp.tasks:
                 need[split][sp.rows[sp.tasks[0].state.sample:]] = True
-        spooled.fill(need, engine, log=log)
+        spooled.fill(need, engine, log=log, tails=PreviousTails.of(previous) if reuse_tails else None)
         for sp in planned.values():
             if sp.tasks:
                 sp.table.save()
@@ -309,6 +314,10 @@ def build_packed_shards(
                 _placed_before(placed, table, rows, sp.tasks[0].state.sample, policy, st)
             ok = True
             decisions.append(packing_decisions(table, rows, placed, policy, split))
+            try:
+                tails.append(tail_table(table, rows, tail_start(plan, len(metas), per_shard), split))
+            finally:
+                table.close_reads()
             if metas:
                 write_shard_manifest(tmp / split, metas)
             all_meta[split] = metas
@@ -366,6 +375,8 @@ def build_packed_shards(
         w.write("shards", rows_out)
         for table in decisions:
             w.write(DECISIONS_TABLE, table)
+        for table in tails:
+            w.write(TAILS_TABLE, table)
         version = w.commit(extra_manifest={"report": report})
     # not in the version (its bytes do not depend on what was kept): for the run's log and metadata
     report["kept_shards"] = {s: len(planned[s].adopted) for s in split_names}

@@ -299,27 +299,41 @@ class SpooledViews:
         self._layout = (tuple(files), ranges, np.concatenate(counts) if counts else np.zeros((0, len(names)), np.int64),
                         batch_size)
 
-    def fill(self, need: dict, engine: Any, log: Callable[[str], None] = lambda _m: None) -> None:
+    def fill(self, need: dict, engine: Any, log: Callable[[str], None] = lambda _m: None,
+             tails: Optional[Any] = None) -> None:
         """Spool the tokens of the rows each split needs (``need[split]``: a bool mask over its
         rows; a split not in ``need``: every row) as tasks over the same ranges of row groups. The
         parent sizes every split's maps from the lengths first, so each task writes its tokens
         straight into the maps at its own offsets; rows not needed get no tokens (start -1), and a row
-        group without a needed row is not read."""
+        group without a needed row is not read. ``tails`` (``view_tail.PreviousTails``): needed rows
+        the previous build's tails hold with the same view are copied from there (after the rows
+        read from token_views in the maps), not read from token_views."""
         files, ranges, counts, batch_size = self._layout  # counts: per row group and split
         names = sorted(self.splits)
         row_starts = np.cumsum(counts, axis=0) - counts
         tokens = np.zeros((counts.shape[0], len(names)), np.int64)  # needed tokens per row group and split
+        from_tails: dict[str, tuple] = {}
         for i, name in enumerate(names):
             sv = self.splits[name]
             lengths = np.frombuffer(sv.lengths, dtype=np.int64) if len(sv) else np.zeros(0, np.int64)
             mask = np.ones(len(sv), bool) if need.get(name) is None else np.asarray(need[name], bool)
             if mask.shape != lengths.shape:
                 raise ValueError(f"view spool of {name}: need mask of {mask.size} rows, the split has {lengths.size}")
+            tail_rows, rows = tails.match(name, sv) if tails is not None else (np.zeros(0, np.int64),) * 2
+            keep = mask[rows]
+            tail_rows, rows = tail_rows[keep], rows[keep]
+            mask = mask.copy()
+            mask[rows] = False  # read from token_views: the needed rows no tail holds
             wanted = np.where(mask, lengths, 0)
             ends = np.cumsum(wanted)
             starts = np.where(mask, ends - wanted, -1)
+            first = int(ends[-1]) if ends.size else 0
+            taken = lengths[rows]
+            starts[rows] = first + np.cumsum(taken) - taken  # tail rows after them, in the tails' order
             sv.starts = starts.astype(np.int64)
-            sv._tokens = int(ends[-1]) if ends.size else 0
+            sv._tokens = first + int(taken.sum())
+            if rows.size:
+                from_tails[name] = (tail_rows, first, int(taken.sum()))
             bounds = np.concatenate([[0], ends])
             tokens[:, i] = bounds[row_starts[:, i] + counts[:, i]] - bounds[row_starts[:, i]]
             sv.directory.mkdir(parents=True, exist_ok=True)
@@ -339,9 +353,13 @@ class SpooledViews:
                     tuple(tuple(int(x) for x in row_starts[i]) for i in idx)))
             g0 += len(r)
         engine.map(spool_task, tasks, name="view-spool")  # need.npy stays with the spool (removed with it)
+        if from_tails:
+            tails.write(from_tails, {n: self.splits[n].directory for n in from_tails})
         log("token views spooled: " + ", ".join(
             f"{k} {int(np.count_nonzero(np.frombuffer(v.starts, dtype=np.int64) >= 0)) if len(v) else 0}/{len(v)} records "
-            f"/ {v._tokens} tokens" for k, v in sorted(self.splits.items())))
+            f"/ {v._tokens} tokens" for k, v in sorted(self.splits.items()))
+            + (f" ({sum(r.size for r, _f, _t in from_tails.values())} records from the previous build's tails)"
+               if tails is not None else ""))
 
     def _route(self, batch: pa.RecordBatch, wanted: set) -> None:
         """Append each wanted split's packable rows of ``batch`` (one view per record, as the
