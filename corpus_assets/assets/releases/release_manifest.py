@@ -79,10 +79,13 @@ def release_manifest_asset(
     store = storage.store()
     cat = catalog.catalog()
     # a crash after an earlier publish but before its registration left CURRENT and the registry
-    # disagreeing: settle that before anything (the tombstone check below) trusts the registry
-    for line in reconcile(cat, store.root.releases, remote=store.remote).lines():
+    # disagreeing: settle that before anything (the tombstone check below) trusts the registry.
+    # One catalog connection for both (opened after reconcile has read the release directories).
+    with cat.session():
+        reconciled = reconcile(cat, store.root.releases, remote=store.remote)
+        tombs = load_tombstones(cat)
+    for line in reconciled.lines():
         context.log.warning(line)
-    tombs = load_tombstones(cat)
     governance = {s.id: {"kind": s.kind, **s.governance.model_dump(mode="json")} for s in sources.load().sources}
     try:
         built = build_release(
@@ -95,10 +98,15 @@ def release_manifest_asset(
         raise dg.Failure(description=str(exc), metadata={"diagnostics": dg.MetadataValue.path(str(exc.diagnostics))}) from exc
     r = built.result
     pause_point("release_manifest:published")  # CURRENT names the build (mirrored too), registry not written
-    row = register_published(cat, name, r.build_id, r.content_digest, str(r.path.relative_to(store.home)))
+    # the registry rows tombstones_never_shrink reads are read on the same connection, right after
+    with cat.session():
+        row = register_published(cat, name, r.build_id, r.content_digest, str(r.path.relative_to(store.home)))
+        registered = registry(cat, name)
     context.log.info(f"release {name}: build {r.build_id[:16]} {'reused' if r.reused else 'published'} at {r.path}")
     try:
-        report = verify_release(r.path)
+        # every check of `corpus verify` on the published directory; a file that is the same,
+        # unchanged inode the publish's own verification just read and checked is not read again
+        report = verify_release(r.path, known=r.verified)
         verify_error = None
     except ReleaseVerificationError as exc:
         report, verify_error = None, str(exc)
@@ -148,20 +156,20 @@ def release_manifest_asset(
                 for f in scan_for_tombstoned(store, tombs) if f.get("partition") in scope]
     yield dg.AssetCheckResult(check_name="no_tombstoned_records", passed=not hits,
                               metadata={"tombstones": dg.MetadataValue.int(len(tombs)), "hits": dg.MetadataValue.json(hits[:20])})
-    earlier = _earlier_tombstone_counts(store, cat, name, r.build_id)
+    earlier = _earlier_tombstone_counts(store, registered, name, r.build_id)
     yield dg.AssetCheckResult(
         check_name="tombstones_never_shrink", passed=all(n <= len(tombs) for n in earlier.values()),
         metadata={"tombstones_now": dg.MetadataValue.int(len(tombs)), "earlier_builds": dg.MetadataValue.json(earlier)},
     )
 
 
-def _earlier_tombstone_counts(store, cat, release: str, build_id: str) -> dict:
-    """Tombstone counts of the release's earlier builds, from their manifests: the local copy, or
-    the object store's when this machine never held the build."""
+def _earlier_tombstone_counts(store, rows: list[dict], release: str, build_id: str) -> dict:
+    """Tombstone counts of the release's earlier builds (``rows``: its registry rows), from their
+    manifests: the local copy, or the object store's when this machine never held the build."""
     import json
 
     out = {}
-    for row in registry(cat, release):
+    for row in rows:
         if row["build_id"] == build_id:
             continue
         m = store.home / row["path"] / "manifest.json"

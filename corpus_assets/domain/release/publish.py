@@ -9,6 +9,13 @@ nothing published. Stage, fsync, ``rename`` and an atomic CURRENT replace mean t
 power loss at any instant leaves the previous or the new complete version (POSIX rename
 semantics; object stores: ``mirror``). ``verify_release`` re-hashes a release directory.
 
+Within one publish every artifact is read twice: hashed (and fsynced) for the manifest, then read
+again by the verification of the staged copy, which is the safety check of step 4 and always reads
+the bytes. What that verification read is remembered by inode (``VerifiedHashes``), so repeats in
+the same process of the same hash of the same, unchanged inode are not read a third time: the
+published copy after a reuse (hard links of the same shard-set files) and ``verify_release(path,
+known=result.verified)`` right after the publish (the ``release_verifies`` check).
+
 Protocol, crash argument and decisions: docs/releases.md#the-publish-protocol-algorithm-183
 """
 
@@ -22,7 +29,7 @@ import re
 import shutil
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Literal, Mapping, Optional, Union
 
@@ -46,6 +53,7 @@ __all__ = [
     "ReleaseVerificationError",
     "PublishResult",
     "VerifyReport",
+    "VerifiedHashes",
     "build_id",
     "validate_build_id",
     "hash_artifacts",
@@ -99,6 +107,8 @@ class PublishResult:
     current_updated: bool  # CURRENT was (re)written by this call
     signed: bool  # the published directory has a manifest.sig
     artifacts: tuple[Artifact, ...]
+    # what this publish's verification read and checked, for ``verify_release(path, known=...)``
+    verified: Optional["VerifiedHashes"] = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -140,6 +150,56 @@ def _sha256_file(path: Path, *, fsync: bool = False) -> tuple[str, int]:
         if fsync:
             os.fsync(f.fileno())
     return h.hexdigest(), size
+
+
+class VerifiedHashes:
+    """sha256 of files this process read and found equal to a manifest entry, by inode.
+
+    A file is looked up by ``(st_dev, st_ino)`` and used only while its size, ``st_mtime_ns`` and
+    ``st_ctime_ns`` are those it had while it was read (a write, truncate, rename over or
+    ``utime`` changes its ctime), and only when its timestamps were already older than the start
+    of that read by more than the file system's timestamp granularity: a write in the same clock
+    tick as the file's last change would leave them equal (git's "racy" entries), so such a file
+    is not remembered and is read again. It makes repeats of one verification within a step cheap;
+    it is never global: only a caller that holds the object (``PublishResult.verified``) skips
+    reads, so ``corpus verify`` and every other ``verify_release`` call read every byte."""
+
+    # Linux stamps files from a clock that ticks at most every 10 ms (HZ >= 100); file systems that
+    # store whole seconds (ext3, FAT, some NFS servers) need the larger margin.
+    FINE_MARGIN_NS = 20_000_000
+    COARSE_MARGIN_NS = 2_000_000_000
+
+    def __init__(self) -> None:
+        self._files: dict[tuple[int, int], tuple[int, int, int, str]] = {}
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+    @staticmethod
+    def _fingerprint(st: os.stat_result) -> tuple[int, int, int]:
+        return st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+    def record(self, before: os.stat_result, after: os.stat_result, read_started_ns: int, sha: str) -> None:
+        """Remember ``sha`` for a file whose stat was ``before`` / ``after`` around a read that began
+        at ``read_started_ns`` (``time.time_ns()``), unless it may have changed unseen."""
+        key = (before.st_dev, before.st_ino)
+        fp = self._fingerprint(before)
+        if (after.st_dev, after.st_ino) != key or self._fingerprint(after) != fp:
+            self._files.pop(key, None)
+            return
+        coarse = before.st_mtime_ns % 1_000_000 == 0 and before.st_ctime_ns % 1_000_000 == 0
+        margin = self.COARSE_MARGIN_NS if coarse else self.FINE_MARGIN_NS
+        if max(before.st_mtime_ns, before.st_ctime_ns) >= read_started_ns - margin:
+            self._files.pop(key, None)
+            return
+        self._files[key] = (*fp, sha)
+
+    def lookup(self, st: os.stat_result) -> Optional[str]:
+        """The remembered sha256 of the file with stat ``st``, or None (read it)."""
+        seen = self._files.get((st.st_dev, st.st_ino))
+        if seen is None or seen[:3] != self._fingerprint(st):
+            return None
+        return seen[3]
 
 
 def _descriptor_names() -> frozenset[str]:
@@ -283,7 +343,10 @@ def _load_manifest(path: Path) -> tuple[dict, bytes]:
     return manifest, raw
 
 
-def _check_entry(root: Path, entry: Any, field: str, real_root: Optional[Path] = None) -> Artifact:
+def _check_entry(root: Path, entry: Any, field: str, real_root: Optional[Path] = None, *,
+                 memo: Optional[VerifiedHashes] = None, reuse: bool = False) -> Artifact:
+    """Check one manifest entry against the file on disk. With ``memo``: a file read here that
+    matches is remembered in it; with ``reuse`` too, a file ``memo`` holds unchanged is not read."""
     if not isinstance(entry, Mapping) or set(entry) != {"path", "sha256", "bytes"}:
         raise ReleaseVerificationError(f"{root / MANIFEST_NAME}: {field} entry {entry!r} must have exactly path, sha256, bytes")
     rel = entry["path"]
@@ -292,7 +355,18 @@ def _check_entry(root: Path, entry: Any, field: str, real_root: Optional[Path] =
         raise ReleaseVerificationError(f"{root}: {rel} is a symlink; releases hold regular files only")
     if not p.is_file():
         raise ReleaseVerificationError(f"{root}: {rel} is listed in {MANIFEST_NAME} but missing")
-    sha, size = _sha256_file(p)
+    if memo is None:
+        sha, size = _sha256_file(p)
+    else:
+        before = os.stat(p)
+        sha = memo.lookup(before) if reuse else None
+        if sha is not None:
+            size = before.st_size
+        else:
+            started = time.time_ns()
+            sha, size = _sha256_file(p)
+            if size == entry["bytes"] and sha == entry["sha256"]:
+                memo.record(before, os.stat(p), started, sha)
     if size != entry["bytes"]:
         raise ReleaseVerificationError(f"{root}: {rel} has {size} bytes, {MANIFEST_NAME} says {entry['bytes']}")
     if sha != entry["sha256"]:
@@ -300,7 +374,8 @@ def _check_entry(root: Path, entry: Any, field: str, real_root: Optional[Path] =
     return {"path": rel, "sha256": sha, "bytes": size}
 
 
-def _verify_dir(path: Path, *, expected_build_id: Optional[str], public_key: Any) -> VerifyReport:
+def _verify_dir(path: Path, *, expected_build_id: Optional[str], public_key: Any,
+                memo: Optional[VerifiedHashes] = None, reuse: bool = False) -> VerifyReport:
     path = Path(path)
     if not path.is_dir():
         raise ReleaseVerificationError(f"{path}: no such release directory")
@@ -320,14 +395,14 @@ def _verify_dir(path: Path, *, expected_build_id: Optional[str], public_key: Any
     listed: dict[str, Artifact] = {}
     real_root = path.resolve()
     for entry in manifest["artifacts"]:
-        e = _check_entry(path, entry, "artifacts", real_root)
+        e = _check_entry(path, entry, "artifacts", real_root, memo=memo, reuse=reuse)
         if e["path"] in listed or e["path"] in _descriptor_names():
             raise ReleaseVerificationError(f"{path / MANIFEST_NAME}: artifact {e['path']!r} listed twice or reserved")
         listed[e["path"]] = e
     allowed = set(listed) | {MANIFEST_NAME}
     card = manifest.get("data_card")
     if card is not None:
-        c = _check_entry(path, card, "data_card")
+        c = _check_entry(path, card, "data_card", memo=memo, reuse=reuse)
         if c["path"] in listed:
             raise ReleaseVerificationError(f"{path / MANIFEST_NAME}: data card {c['path']!r} is also listed as an artifact")
         allowed.add(c["path"])
@@ -376,17 +451,23 @@ def _verify_dir(path: Path, *, expected_build_id: Optional[str], public_key: Any
     )
 
 
-def verify_release(path: Path, *, public_key: Union[bytes, str, Path, None] = None) -> VerifyReport:
+def verify_release(path: Path, *, public_key: Union[bytes, str, Path, None] = None,
+                   known: Optional[VerifiedHashes] = None) -> VerifyReport:
     """Re-hash every artifact of a release directory against its manifest.
 
     Refuses (``ReleaseVerificationError`` naming the file) a missing manifest (partial directory),
     an unreadable manifest, a missing, changed or unlisted file, a content digest that does not
     match the artifacts, and a manifest whose build id is not the directory's name. With
     ``public_key`` (a file outside the release, or the key bytes), ``manifest.sig`` is required and
-    checked."""
+    checked.
+
+    ``known``: hashes this process has just verified (``PublishResult.verified`` of the publish
+    that wrote ``path``); a file that is the same unchanged inode one of them was read from is not
+    read again. Everything else (manifest, listing, extra files, digests, signature) is checked
+    as without it."""
     path = Path(path)
     expected = path.name if _BUILD_ID_RE.fullmatch(path.name) else None
-    return _verify_dir(path, expected_build_id=expected, public_key=public_key)
+    return _verify_dir(path, expected_build_id=expected, public_key=public_key, memo=known, reuse=known is not None)
 
 
 # --- publish ------------------------------------------------------------------------------------
@@ -421,11 +502,15 @@ def _conflict(
 
 
 def _compare_with_published(
-    release_dir: Path, target: Path, tmp: Path, bid: str, entries: list[Artifact], digest: str
+    release_dir: Path, target: Path, tmp: Path, bid: str, entries: list[Artifact], digest: str,
+    memo: Optional[VerifiedHashes] = None,
 ) -> None:
-    """Return if ``target`` is a valid copy of the same content; raise ReleaseConflictError otherwise."""
+    """Return if ``target`` is a valid copy of the same content; raise ReleaseConflictError otherwise.
+
+    ``memo``: what the staged copy's verification read; the published copy's shards are often hard
+    links of the same shard-set files (the same inodes), which are then not read again."""
     try:
-        report = _verify_dir(target, expected_build_id=bid, public_key=None)
+        report = _verify_dir(target, expected_build_id=bid, public_key=None, memo=memo, reuse=memo is not None)
     except ReleaseVerificationError as exc:
         try:
             theirs, _ = _load_manifest(target)
@@ -528,14 +613,17 @@ def publish_release(
                 f.flush()
                 os.fsync(f.fileno())
 
-        staged = _verify_dir(tmp, expected_build_id=bid, public_key=None)
+        # Step 4: the one verification that always reads every staged byte again (never from
+        # ``verified``): the hashes above and the manifest on disk must agree with the files.
+        verified = VerifiedHashes()
+        staged = _verify_dir(tmp, expected_build_id=bid, public_key=None, memo=verified)
         if staged.content_digest != digest:  # pragma: no cover - a file changed under us
             raise PublishError(f"{tmp}: staged files changed while publishing")
         _fsync_tree(tmp)
 
         reused = False
         if target.exists():
-            _compare_with_published(release_dir, target, tmp, bid, entries, digest)
+            _compare_with_published(release_dir, target, tmp, bid, entries, digest, verified)
             reused = True
         else:
             try:
@@ -544,7 +632,7 @@ def publish_release(
                 if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not target.exists():
                     raise
                 # A concurrent publisher of the same build id won the rename.
-                _compare_with_published(release_dir, target, tmp, bid, entries, digest)
+                _compare_with_published(release_dir, target, tmp, bid, entries, digest, verified)
                 reused = True
             else:
                 fsync_dir(release_dir)
@@ -561,6 +649,7 @@ def publish_release(
             current_updated=updated,
             signed=(target / SIGNATURE_NAME).is_file(),
             artifacts=tuple(entries),
+            verified=verified,
         )
     finally:
         if tmp.exists():  # failure before the rename: publish nothing, leave nothing

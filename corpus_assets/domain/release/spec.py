@@ -13,6 +13,8 @@ Sections, checks and identity: docs/releases.md#release-specs
 from __future__ import annotations
 
 import copy
+import os
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -236,9 +238,47 @@ class ReleaseSpec(BaseModel):
         return out
 
 
+# Parsed specs by path: (the file's bytes, the environment its values were expanded with) -> spec.
+# A run reads the same spec in every asset; parsing the YAML is most of the cost.
+_CACHE: dict[str, tuple[tuple, ReleaseSpec]] = {}
+_CACHE_MAX = 256
+_CACHE_LOCK = threading.Lock()
+
+
 def load_release_spec(path: Path | str) -> ReleaseSpec:
-    """Read and check ``path`` completely; a ``ConfigError`` naming the file and each wrong field."""
+    """Read and check ``path`` completely; a ``ConfigError`` naming the file and each wrong field.
+
+    The file is read on every call; it is parsed and validated again unless its bytes and the
+    environment (``${VAR}`` expansion) are those of the last successful call for the same path,
+    in which case that result (a copy) is returned after the rules that look at other files
+    (``tokenizer.path`` exists) are checked again. A changed file is therefore always re-parsed."""
     path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        raw = None  # read_yaml reports it
+    key = None if raw is None else (raw, tuple(sorted(os.environ.items())))
+    if key is not None:
+        with _CACHE_LOCK:
+            hit = _CACHE.get(str(path))
+        if hit is not None and hit[0] == key and not hit[1]._cross_section_problems(path.parent):
+            return hit[1].model_copy(deep=True)
+    spec = _load_release_spec(path)
+    if key is not None:
+        try:
+            same = path.read_bytes() == raw  # the file read_yaml parsed is the one the key names
+        except OSError:
+            same = False
+        if same:
+            with _CACHE_LOCK:
+                _CACHE.pop(str(path), None)
+                while len(_CACHE) >= _CACHE_MAX:
+                    _CACHE.pop(next(iter(_CACHE)))
+                _CACHE[str(path)] = (key, spec.model_copy(deep=True))
+    return spec
+
+
+def _load_release_spec(path: Path) -> ReleaseSpec:
     spec = validate(ReleaseSpec, read_yaml(path) or {}, str(path), context={"releases_dir": path.parent})
     if spec.name != path.stem:
         msg = f"name {spec.name!r} must match the file name {path.stem!r}"

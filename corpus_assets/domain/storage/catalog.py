@@ -8,14 +8,17 @@ operated by their own modules: ``release/registry.py`` and ``deletion/requests.p
 DuckDB lets one process at a time open a database file for writing, so every operation opens a
 connection, runs one short transaction and closes it; the connection factory retries while
 another process holds the lock. That makes concurrent writers from several Dagster runs safe.
+``Catalog.session()`` lets a few operations that follow each other directly (no long work in
+between) share one connection instead of opening the file once each.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import threading
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -146,6 +149,7 @@ class Catalog:
     def __init__(self, connect: Callable[[], ContextManager[duckdb.DuckDBPyConnection]]) -> None:
         self._connect = connect
         self._ready = False
+        self._local = threading.local()  # the open session of this thread, if any
 
     @classmethod
     def at(cls, path: Path | str) -> "Catalog":
@@ -163,8 +167,37 @@ class Catalog:
         return cls(connect)
 
     @contextmanager
+    def session(self) -> Iterator["Catalog"]:
+        """Run the transactions of this block (this thread's) on one connection: opened by the
+        first of them — so work done before it does not hold the file — and closed when the block
+        ends. Each operation is still its own transaction. Only for operations that follow each
+        other directly: while the block runs, other processes cannot open the catalog. Nested
+        sessions use the outer one's connection."""
+        if getattr(self._local, "session", None) is not None:
+            yield self
+            return
+        stack = ExitStack()
+        self._local.session = {"stack": stack, "conn": None}
+        try:
+            with stack:
+                yield self
+        finally:
+            self._local.session = None
+
+    @contextmanager
+    def _connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        s = getattr(self._local, "session", None)
+        if s is None:
+            with self._connect() as conn:
+                yield conn
+            return
+        if s["conn"] is None:
+            s["conn"] = s["stack"].enter_context(self._connect())
+        yield s["conn"]
+
+    @contextmanager
     def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        with self._connect() as conn:
+        with self._connection() as conn:
             if not self._ready:
                 for stmt in _DDL:
                     conn.execute(stmt)
