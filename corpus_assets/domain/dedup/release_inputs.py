@@ -212,9 +212,9 @@ def load_release_inputs(store: LayerStore, snapshots: Sequence[str], view: Relea
             raise ValueError(
                 f"{snap}: minhash_signatures does not hold one signature per curated record the release uses "
                 f"({len(used_ids)} used, {sig.num_rows} signatures, e.g. {missing[:3]}); rematerialize minhash_signatures[{snap}]")
+        # no line per snapshot: a release over years of hourly captures reads tens of thousands of
+        # them, and each line is an event Dagster stores; the progress line counts the rows
         used_parts.append(joined.select(list(_RECORD_SCHEMA.names)).cast(_RECORD_SCHEMA))
-        if log:
-            log(f"{label}: {snap}: {joined.num_rows} records read (light columns)")
     if progress is not None:
         progress.finish()
     table = pa.concat_tables(used_parts) if used_parts else _RECORD_SCHEMA.empty_table()
