@@ -74,7 +74,7 @@ def _load_release_records(store: LayerStore, snapshots: list[str], view: Release
         sig_v = store.require_current(MINHASH_SIGNATURES, snap)
         sig_digests[snap] = sig_v.content_digest
         dtype = sig_v.manifest.get("signature_dtype") or dtype
-        used = view.chosen.get(snap, set())
+        used = set(view.chosen_ids(snap).to_pylist())
         texts = {}
         cur_v = store.require_current(CURATED_RECORDS, snap)
         for b in cur_v.iter_batches("records", columns=["record_id", *_CURATED_COLUMNS]):

@@ -166,15 +166,14 @@ def load_release_inputs(store: LayerStore, snapshots: Sequence[str], view: Relea
         sig_v = store.require_current(MINHASH_SIGNATURES, snap)
         digests[snap] = sig_v.content_digest
         dtype = sig_v.manifest.get("signature_dtype") or dtype
-        used = view.chosen.get(snap, set())
+        used_ids = view.chosen_ids(snap)  # sorted
         left = excluded_by_snap.get(snap, [])
-        if not used and not left:
+        if not len(used_ids) and not left:
             continue
         cur_v = store.require_current(CURATED_RECORDS, snap)
         part = len(curated)
         curated.append(cur_v)
         sigs.append(sig_v)
-        used_ids = pa.array(sorted(used), pa.string())
         left_ids = pa.array(sorted(left), pa.string())
         # the whole snapshot's light rows first (governance reduced to a bool per batch), then ONE
         # membership test per id set: pc.is_in hashes its value set on every call, so a test per

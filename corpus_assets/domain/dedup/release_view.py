@@ -19,6 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Optional
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from corpus_assets.domain.core.arrow_columns import run_bounds, strings
 from corpus_assets.domain.core.keys import parse_snapshot_key
 from corpus_assets.domain.layers.decisions import DECISIONS_TABLE
 from corpus_assets.domain.layers.registry import CANONICAL_RECORDS, CURATED_RECORDS
@@ -54,41 +59,109 @@ class Excluded:
 class ReleaseView:
     rule: str
     uses: tuple[str, ...]
-    chosen: dict[str, set[str]] = field(default_factory=dict)  # snapshot -> record ids used from it
+    # snapshot -> the record ids used from it: a sorted Arrow string array (no Python object per record)
+    chosen: dict[str, pa.Array] = field(default_factory=dict)
     excluded: list[Excluded] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)  # reason -> copies left out
 
+    def chosen_ids(self, snapshot: str) -> pa.Array:
+        """The record ids used from ``snapshot``, sorted (empty when none)."""
+        return self.chosen.get(snapshot, _EMPTY)
+
     def uses_copy(self, snapshot: str, record_id: str) -> bool:
-        return record_id in self.chosen.get(snapshot, ())
+        ids = self.chosen_ids(snapshot)
+        at = int(np.searchsorted(np.asarray(ids.to_numpy(zero_copy_only=False), dtype=object), record_id)) if len(ids) else 0
+        return at < len(ids) and ids[at].as_py() == record_id
+
+
+_EMPTY = pa.array([], pa.string())
 
 
 def _ordered(snapshots: Iterable[str]) -> list[str]:
     return sorted(snapshots, key=lambda k: (parse_snapshot_key(k)[1], k))
 
 
-def _ids(version, table: str, columns: list[str]):
-    for b in version.iter_batches(table, batch_size=8192, columns=columns):
-        yield from zip(*(b.column(c).to_pylist() for c in columns))
+def _column(version, table: str, columns: list[str]) -> pa.Table:
+    return version.read_table(table, columns=columns)
+
+
+def _sorted_unique(ids: pa.Array) -> pa.Array:
+    """Distinct ids in code-point order (UTF-8 byte order is code-point order: Python's ``sorted``)."""
+    u = pc.unique(strings(ids))
+    return u.take(pc.sort_indices(u))
+
+
+def _last_per_id(ids: pa.Array, reasons: pa.Array) -> pa.Table:
+    """(record_id, reason) keeping, per id, the reason of its last row: what assigning them in row
+    order into a dict keeps."""
+    n = len(ids)
+    if n == 0:
+        return pa.table({"record_id": _EMPTY, "reason": pa.array([], pa.string())})
+    t = pa.table({"record_id": strings(ids), "reason": strings(reasons), "seq": pa.array(np.arange(n, dtype=np.int64))})
+    last = t.group_by("record_id", use_threads=False).aggregate([("seq", "max")]).column("seq_max")
+    return t.take(last).select(["record_id", "reason"])
 
 
 class _Snapshot:
-    """What one snapshot says about its records: the accepted ones, and the record ids it did not
-    accept (with the reason), read from its canonical and curated decisions (ids only)."""
+    """What one snapshot says about its records: the accepted ones (sorted, distinct), and the
+    record ids it did not accept with the reason (the curated decision over the canonical one;
+    within a table the last row), read from its canonical and curated decisions (ids only)."""
 
     def __init__(self, store: LayerStore, snapshot: str) -> None:
         source_id = parse_snapshot_key(snapshot)[0]
         self.key = snapshot
-        self.accepted = {rid for (rid,) in _ids(store.require_current(CURATED_RECORDS, snapshot), "records", ["record_id"])}
-        self.refused: dict[str, str] = {}
-        canon = store.require_current(CANONICAL_RECORDS, snapshot)
-        for rid, item_id, outcome, reason in _ids(canon, DECISIONS_TABLE, ["record_id", "item_id", "outcome", "reason"]):
-            if outcome != "accepted":
-                # an item that never became a record is named as its document would be
-                self.refused[rid or f"{source_id}:{item_id}"] = reason
         cur = store.require_current(CURATED_RECORDS, snapshot)
-        for rid, outcome, reason in _ids(cur, DECISIONS_TABLE, ["record_id", "outcome", "reason"]):
-            if outcome != "accepted" and rid:
-                self.refused[rid] = reason
+        self.accepted = _sorted_unique(_column(cur, "records", ["record_id"]).column(0))
+        canon = _column(store.require_current(CANONICAL_RECORDS, snapshot), DECISIONS_TABLE,
+                        ["record_id", "item_id", "outcome", "reason"])
+        out = _not_accepted(canon)
+        canon = canon.filter(out)
+        # an item that never became a record is named as its document would be
+        rid = strings(canon.column("record_id"))
+        named = pc.fill_null(pc.not_equal(rid, ""), False)
+        item_ids = pc.fill_null(pc.cast(canon.column("item_id"), pa.string()), "None")  # as f"{item_id}" names it
+        item_name = pc.binary_join_element_wise(pa.scalar(source_id), strings(item_ids), ":")
+        canon_ids = pc.if_else(named, rid, item_name)
+        cdec = _column(cur, DECISIONS_TABLE, ["record_id", "outcome", "reason"])
+        cdec = cdec.filter(pc.and_(_not_accepted(cdec), pc.fill_null(pc.not_equal(strings(cdec.column("record_id")), ""), False)))
+        self.refused = _last_per_id(pa.concat_arrays([strings(canon_ids), strings(cdec.column("record_id"))]),
+                                    pa.concat_arrays([strings(canon.column("reason")), strings(cdec.column("reason"))]))
+
+
+def _not_accepted(t: pa.Table) -> pa.Array:
+    return pc.fill_null(pc.not_equal(t.column("outcome"), "accepted"), True)
+
+
+def _state(seen: list[_Snapshot], rule: str, incremental: bool) -> pa.Table:
+    """Per record id the source's verdict: ``accepted`` (bool), ``reason`` (why not, may be null)
+    and ``where`` (index into ``seen`` of the snapshot that decided)."""
+    parts = []
+    if rule == "union" or incremental:
+        for k, s in enumerate(seen):
+            if incremental and s.refused.num_rows:
+                r = s.refused
+                keep = pc.invert(pc.is_in(r.column("record_id"), value_set=s.accepted))
+                keep = pc.and_(keep, pc.fill_null(pc.invert(pc.is_in(r.column("reason"), value_set=pa.array(sorted(NO_NEWS)))), True))
+                r = r.filter(keep)
+                parts.append(_events(r.column("record_id"), r.column("reason"), False, k))
+            parts.append(_events(s.accepted, None, True, k))
+    else:
+        last, k = seen[-1], len(seen) - 1
+        r = last.refused.filter(pc.invert(pc.is_in(last.refused.column("record_id"), value_set=last.accepted)))
+        parts += [_events(r.column("record_id"), r.column("reason"), False, k), _events(last.accepted, None, True, k)]
+    ev = pa.concat_tables(parts)
+    # the last event per id in capture order, acceptance after refusal within a snapshot
+    ev = ev.append_column("order", pc.add(pc.multiply(ev.column("where"), 2), pc.cast(ev.column("accepted"), pa.int64())))
+    ev = ev.sort_by([("record_id", "ascending"), ("order", "ascending")])
+    bounds = run_bounds(ev.column("record_id"))
+    return ev.take(pa.array(bounds[1:] - 1)) if ev.num_rows else ev
+
+
+def _events(ids: pa.Array, reasons: Optional[pa.Array], accepted: bool, where: int) -> pa.Table:
+    n = len(ids)
+    return pa.table({"record_id": strings(ids),
+                     "reason": strings(reasons) if reasons is not None else pa.nulls(n, pa.string()),
+                     "accepted": pa.array(np.full(n, accepted)), "where": pa.array(np.full(n, where, dtype=np.int64))})
 
 
 def release_view(store: LayerStore, snapshots: Iterable[str], *, rule: str = "latest",
@@ -96,7 +169,8 @@ def release_view(store: LayerStore, snapshots: Iterable[str], *, rule: str = "la
                  uses: Iterable[str] = ()) -> ReleaseView:
     """The copies a release built from ``snapshots`` uses (see the module docstring).
     ``allowed_uses``: source id -> its governance's allowed uses (a source missing from it is not
-    restricted); ``uses``: what the release is for."""
+    restricted); ``uses``: what the release is for. Record ids stay Arrow columns; only the copies
+    left out become ``Excluded`` objects."""
     if rule not in RULES:
         raise ValueError(f"rule {rule!r}: expected one of {', '.join(RULES)}")
     view = ReleaseView(rule=rule, uses=tuple(sorted(set(uses))))
@@ -112,37 +186,39 @@ def release_view(store: LayerStore, snapshots: Iterable[str], *, rule: str = "la
             detail = (f"source {source} allows {', '.join(sorted(allowed)) or 'no use'}; "
                       f"the release is for {', '.join(view.uses)}")
             for s in seen:
-                for rid in sorted(s.accepted):
+                for rid in s.accepted.to_pylist():
                     view.excluded.append(Excluded(rid, s.key, USE_NOT_ALLOWED, detail))
             continue
-        if rule == "union":
-            state = {}
-            for s in seen:
-                state.update({rid: ("accepted", s.key) for rid in s.accepted})
-        elif source in incremental:
-            state = {}
-            for s in seen:  # capture order: a later snapshot overrides what it mentions
-                for rid, reason in s.refused.items():
-                    if rid not in s.accepted and reason not in NO_NEWS:
-                        state[rid] = (reason, s.key)
-                state.update({rid: ("accepted", s.key) for rid in s.accepted})
-        else:
-            last = seen[-1]
-            state = {rid: ("accepted", last.key) for rid in last.accepted}
-            state.update({rid: (reason, last.key) for rid, reason in last.refused.items() if rid not in last.accepted})
-        for s in seen:
-            for rid in sorted(s.accepted):
-                verdict, where = state.get(rid, (None, None))
-                if verdict == "accepted" and where == s.key:
-                    view.chosen.setdefault(s.key, set()).add(rid)
-                elif verdict == "accepted":
-                    view.excluded.append(Excluded(rid, s.key, SUPERSEDED, f"superseded by the copy in {where}", where))
-                elif verdict is None:
+        state = _state(seen, rule, rule != "union" and source in incremental)
+        for k, s in enumerate(seen):
+            n = len(s.accepted)
+            if not n:
+                continue
+            at = pc.index_in(s.accepted, value_set=state.column("record_id"))
+            found = np.asarray(pc.is_valid(at).to_numpy(zero_copy_only=False), bool)
+            st = state.take(pc.fill_null(at, 0)) if found.any() else None
+            acc = found & np.asarray(st.column("accepted").to_numpy(zero_copy_only=False), bool) if st is not None else found
+            where = (np.asarray(st.column("where").to_numpy(zero_copy_only=False), np.int64) if st is not None
+                     else np.zeros(n, np.int64))
+            here = acc & (where == k)
+            if here.any():
+                view.chosen[s.key] = s.accepted.filter(pa.array(here))
+            out = np.flatnonzero(~here)
+            if not out.size:
+                continue
+            pick = pa.array(out)
+            ids = s.accepted.take(pick).to_pylist()
+            reasons = st.column("reason").take(pick).to_pylist() if st is not None else [None] * out.size
+            for rid, i, verdict in zip(ids, out.tolist(), reasons):
+                w = seen[int(where[i])].key
+                if acc[i]:
+                    view.excluded.append(Excluded(rid, s.key, SUPERSEDED, f"superseded by the copy in {w}", w))
+                elif not found[i] or verdict is None:
                     view.excluded.append(Excluded(rid, s.key, ABSENT, f"not in {seen[-1].key}, the source's latest snapshot"))
                 elif source in incremental:
-                    view.excluded.append(Excluded(rid, s.key, REMOVED_LATER, f"{verdict} in {where}"))
+                    view.excluded.append(Excluded(rid, s.key, REMOVED_LATER, f"{verdict} in {w}"))
                 else:
-                    view.excluded.append(Excluded(rid, s.key, NOT_ACCEPTED, f"{verdict} in {where}, the source's latest snapshot"))
+                    view.excluded.append(Excluded(rid, s.key, NOT_ACCEPTED, f"{verdict} in {w}, the source's latest snapshot"))
     for e in view.excluded:
         view.counts[e.reason] = view.counts.get(e.reason, 0) + 1
     return view
