@@ -16,7 +16,8 @@ Sides, each in a fresh process with the system allocator (SIDE_ENV) on the same 
   baseline   build_dedup as of commit 9f61c01 (tests/dedup_baseline_9f61c01.py)
   ours       build_dedup now (engine in process, dedup.shards 1)
 Memory = peak anonymous resident memory (RssAnon, sampled every 5 ms) above what the process
-holds after its imports; both sides must commit the same dedup_clusters version (checked).
+holds after its imports; both sides must commit the same dedup_clusters tables (checked: every
+table's files but ``pair_verdicts``, which the baseline predates).
 
 Run:  nice -n 5 .venv/bin/python bench/bench_dedup_layer_memory.py [--records 200000]
 """
@@ -24,6 +25,7 @@ Run:  nice -n 5 .venv/bin/python bench/bench_dedup_layer_memory.py [--records 20
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -116,8 +118,12 @@ def side(home: str, which: str) -> None:
     t0 = time.perf_counter()
     s = mod.build_dedup(store, "bench", _snapshots(), policy, minhash, {"alpha": 1, "beta": 2})
     seconds = time.perf_counter() - t0
+    # every table but pair_verdicts, which the baseline predates (tests/unit/test_dedup_streaming.py
+    # compares the same way)
+    tables = {k: [f["sha256"] for f in t["files"]] for k, t in sorted(s.version.manifest["tables"].items())
+              if k != "pair_verdicts"}
     print(json.dumps({"side": which, "seconds": seconds, "anon_base_mb": anon_base, "anon_peak_mb": sampler.stop(),
-                      "version": s.version.version, "records": s.records, "exact": s.exact["duplicates_removed"],
+                      "version": hashlib.sha256(json.dumps(tables).encode()).hexdigest()[:16], "records": s.records, "exact": s.exact["duplicates_removed"],
                       "near": s.near_removed, "candidates": s.candidates}))
 
 
@@ -144,7 +150,7 @@ def main() -> None:
         base = run_side(home, "baseline")
         ours = run_side(home, "ours")
         if base["version"] != ours["version"]:
-            raise SystemExit(f"the sides built different dedup_clusters versions: {base['version']} vs {ours['version']}")
+            raise SystemExit(f"the sides built different dedup_clusters tables (pair_verdicts aside): {base['version']} vs {ours['version']}")
         b = base["anon_peak_mb"] - base["anon_base_mb"]
         o = ours["anon_peak_mb"] - ours["anon_base_mb"]
         print(f"clusters: {ours['records']} records, {ours['exact']} exact and {ours['near']} near duplicates removed, "
