@@ -354,12 +354,34 @@ class SpooledViews:
             g0 += len(r)
         engine.map(spool_task, tasks, name="view-spool")  # need.npy stays with the spool (removed with it)
         if from_tails:
-            tails.write(from_tails, {n: self.splits[n].directory for n in from_tails})
+            self._fill_from_tails(tails, from_tails)
         log("token views spooled: " + ", ".join(
             f"{k} {int(np.count_nonzero(np.frombuffer(v.starts, dtype=np.int64) >= 0)) if len(v) else 0}/{len(v)} records "
             f"/ {v._tokens} tokens" for k, v in sorted(self.splits.items()))
             + (f" ({sum(r.size for r, _f, _t in from_tails.values())} records from the previous build's tails)"
                if tails is not None else ""))
+
+    def _fill_from_tails(self, tails: Any, plan: dict[str, tuple]) -> None:
+        """Write the tokens ``plan[split] = (tail rows, first map token, tokens)`` takes from the
+        previous build's tails into each split's maps from that token on, in the tails' order."""
+        written = {name: 0 for name in plan}
+        opened: list[str] = []
+        try:
+            for name, _n, ids, mask, offs in tails.tokens({name: rows for name, (rows, _f, _t) in plan.items()}):
+                sv = self.splits[name]
+                if name not in opened:
+                    sv._open_at(plan[name][1])
+                    opened.append(name)
+                sv._write_maps(ids, mask, offs)
+                written[name] += int(ids.size)
+        finally:
+            for name in opened:
+                self.splits[name]._close()
+                self.splits[name]._files = {}
+        for name, (_rows, _first, want) in plan.items():
+            if written[name] != want:
+                raise RuntimeError(f"view spool of {name}: {written[name]} tokens taken from the previous build's "
+                                   f"tails, {want} expected")
 
     def _route(self, batch: pa.RecordBatch, wanted: set) -> None:
         """Append each wanted split's packable rows of ``batch`` (one view per record, as the

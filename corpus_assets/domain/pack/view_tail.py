@@ -29,12 +29,12 @@ import pyarrow.compute as pc
 from corpus_assets.domain.core.arrow_columns import equal_mask, strings
 from corpus_assets.domain.layers.registry import TAILS_SCHEMA
 from corpus_assets.domain.pack.packing import BlockPlan
+from corpus_assets.domain.pack.view_spool import _token_columns
 from corpus_assets.domain.storage.layer_store import LayerVersion
 
 TAILS_TABLE = "tails"
 _IDENTITY = ["split", "record_id", "variant", "cache_key", "n_tokens"]
-_TOKENS = ["split", "input_ids", "loss_mask", "offsets"]
-_WIDTHS = {"ids": 4, "mask": 1, "offsets": 8}  # as view_spool's maps
+_TOKENS = ["n_tokens", "input_ids", "loss_mask", "offsets"]
 
 
 def tail_start(plan: BlockPlan, shards: int, per_shard: int) -> Optional[int]:
@@ -118,42 +118,17 @@ class PreviousTails:
                 & (lengths == np.asarray(tail.column("n_tokens").to_numpy(zero_copy_only=False), np.int64)))
         return sel[same], rows[same]
 
-    def write(self, plan: dict[str, tuple[np.ndarray, int, int]], directories: dict[str, object]) -> None:
-        """Copy tokens into spool maps: ``plan[split] = (tail rows in table order, first map token,
-        tokens)``: those rows' tokens, concatenated in that order, go to ``directories[split]``'s
-        maps from that token on (``view_spool.SpooledViews.fill`` laid them out so)."""
+    def tokens(self, plan: dict[str, np.ndarray]):
+        """``(split, n_tokens, ids, mask, offsets)`` of the tail rows ``plan[split]`` (rows of this
+        table in ascending order), batch by batch in table order: per split, the rows' tokens
+        concatenated in that order (``view_spool.SpooledViews.fill`` lays their maps out so)."""
         owner = np.full(len(self), -1, np.int64)
         names = sorted(plan)
         for k, name in enumerate(names):
-            owner[plan[name][0]] = k
-        at = {name: plan[name][1] for name in names}
-        files = {name: {key: open(directories[name] / f"{key}.bin", "r+b") for key in _WIDTHS} for name in names}
+            owner[plan[name]] = k
         g = 0
-        try:
-            for batch in self.version.iter_batches(TAILS_TABLE, batch_size=1024, columns=_TOKENS):
-                mine = owner[g:g + batch.num_rows]
-                g += batch.num_rows
-                for k in np.unique(mine[mine >= 0]):
-                    name = names[int(k)]
-                    sel = pa.array(mine == k)
-                    ids = np.asarray(pc.list_flatten(batch.column("input_ids").filter(sel)).to_numpy(zero_copy_only=False),
-                                     np.int32)
-                    mask = np.asarray(pc.list_flatten(batch.column("loss_mask").filter(sel)).to_numpy(zero_copy_only=False),
-                                      np.uint8)
-                    offs = np.asarray(pc.list_flatten(batch.column("offsets").filter(sel)).to_numpy(zero_copy_only=False),
-                                      np.int32)
-                    if mask.size != ids.size or offs.size != 2 * ids.size:
-                        raise ValueError(f"tails of {self.version.root}: rows whose tokens, masks and offsets disagree")
-                    for key, a in (("ids", ids), ("mask", mask), ("offsets", offs)):
-                        f = files[name][key]
-                        f.seek(at[name] * _WIDTHS[key])
-                        f.write(memoryview(np.ascontiguousarray(a)).cast("B"))
-                    at[name] += int(ids.size)
-        finally:
-            for fs in files.values():
-                for f in fs.values():
-                    f.close()
-        for name in names:
-            if at[name] != plan[name][1] + plan[name][2]:
-                raise RuntimeError(f"view spool of {name}: {at[name] - plan[name][1]} tokens taken from the previous "
-                                   f"build's tails, {plan[name][2]} expected")
+        for batch in self.version.iter_batches(TAILS_TABLE, batch_size=1024, columns=_TOKENS):
+            mine = owner[g:g + batch.num_rows]
+            g += batch.num_rows
+            for k in np.unique(mine[mine >= 0]):
+                yield (names[int(k)], *_token_columns(batch.filter(pa.array(mine == k))))
