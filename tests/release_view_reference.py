@@ -11,30 +11,10 @@ from corpus_assets.domain.layers.decisions import DECISIONS_TABLE
 from corpus_assets.domain.layers.registry import CANONICAL_RECORDS, CURATED_RECORDS
 from corpus_assets.domain.storage.layer_store import LayerStore
 
-__all__ = ["RULES", "SUPERSEDED", "ABSENT", "NOT_ACCEPTED", "REMOVED_LATER", "USE_NOT_ALLOWED", "Excluded",
-           "ReleaseView", "release_view"]
-
-RULES = ("latest", "union")
-SUPERSEDED = "dedup.superseded"
-ABSENT = "snapshots.absent_in_latest"
-NOT_ACCEPTED = "snapshots.not_accepted_in_latest"
-REMOVED_LATER = "snapshots.removed_later"
-USE_NOT_ALLOWED = "governance.use_not_allowed"
-# crawl outcomes that say nothing about the page itself: the earlier copy stands
-NO_NEWS = frozenset({"fetch_error", "http_error"})
-STAGE_OF = {SUPERSEDED: "dedup", ABSENT: "snapshots", NOT_ACCEPTED: "snapshots", REMOVED_LATER: "snapshots",
-            USE_NOT_ALLOWED: "governance"}
-
-
-@dataclass(frozen=True)
-class Excluded:
-    """An accepted copy the release does not use, and why."""
-
-    record_id: str
-    snapshot: str
-    reason: str
-    detail: str
-    superseded_by: Optional[str] = None  # the snapshot whose copy is used (reason dedup.superseded)
+# the reasons and the Excluded record are the module's own: only the way of deciding is frozen here
+from corpus_assets.domain.dedup.release_view import (
+    ABSENT, NO_NEWS, NOT_ACCEPTED, REMOVED_LATER, RULES, SUPERSEDED, USE_NOT_ALLOWED, Excluded,
+)
 
 
 @dataclass

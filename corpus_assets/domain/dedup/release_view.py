@@ -69,9 +69,7 @@ class ReleaseView:
         return self.chosen.get(snapshot, _EMPTY)
 
     def uses_copy(self, snapshot: str, record_id: str) -> bool:
-        ids = self.chosen_ids(snapshot)
-        at = int(np.searchsorted(np.asarray(ids.to_numpy(zero_copy_only=False), dtype=object), record_id)) if len(ids) else 0
-        return at < len(ids) and ids[at].as_py() == record_id
+        return pc.index(self.chosen_ids(snapshot), record_id).as_py() >= 0
 
 
 _EMPTY = pa.array([], pa.string())
@@ -79,10 +77,6 @@ _EMPTY = pa.array([], pa.string())
 
 def _ordered(snapshots: Iterable[str]) -> list[str]:
     return sorted(snapshots, key=lambda k: (parse_snapshot_key(k)[1], k))
-
-
-def _column(version, table: str, columns: list[str]) -> pa.Table:
-    return version.read_table(table, columns=columns)
 
 
 def _sorted_unique(ids: pa.Array) -> pa.Array:
@@ -111,9 +105,9 @@ class _Snapshot:
         source_id = parse_snapshot_key(snapshot)[0]
         self.key = snapshot
         cur = store.require_current(CURATED_RECORDS, snapshot)
-        self.accepted = _sorted_unique(_column(cur, "records", ["record_id"]).column(0))
-        canon = _column(store.require_current(CANONICAL_RECORDS, snapshot), DECISIONS_TABLE,
-                        ["record_id", "item_id", "outcome", "reason"])
+        self.accepted = _sorted_unique(cur.read_table("records", columns=["record_id"]).column(0))
+        canon = store.require_current(CANONICAL_RECORDS, snapshot).read_table(
+            DECISIONS_TABLE, columns=["record_id", "item_id", "outcome", "reason"])
         out = _not_accepted(canon)
         canon = canon.filter(out)
         # an item that never became a record is named as its document would be
@@ -122,7 +116,7 @@ class _Snapshot:
         item_ids = pc.fill_null(pc.cast(canon.column("item_id"), pa.string()), "None")  # as f"{item_id}" names it
         item_name = pc.binary_join_element_wise(pa.scalar(source_id), strings(item_ids), ":")
         canon_ids = pc.if_else(named, rid, item_name)
-        cdec = _column(cur, DECISIONS_TABLE, ["record_id", "outcome", "reason"])
+        cdec = cur.read_table(DECISIONS_TABLE, columns=["record_id", "outcome", "reason"])
         cdec = cdec.filter(pc.and_(_not_accepted(cdec), pc.fill_null(pc.not_equal(strings(cdec.column("record_id")), ""), False)))
         self.refused = _last_per_id(pa.concat_arrays([strings(canon_ids), strings(cdec.column("record_id"))]),
                                     pa.concat_arrays([strings(canon.column("reason")), strings(cdec.column("reason"))]))
