@@ -42,7 +42,7 @@ library's pieces come those of the environment's site-packages ``*.py`` (the pro
 dependencies, sorted by relative path) up to M million characters, held out the same way.
 
 Run:  .venv/bin/python bench/bench_increment.py [--min-chars 600] [--vocab-size 8192] [--seq-len 2048] [--shard-blocks 16]
-      [--order append|plan] [--site-packages-mb 0] [--no-multiprocess] [--profile FILE]
+      [--order append|plan] [--site-packages-mb 0] [--no-multiprocess] [--deletion] [--profile FILE]
 """
 
 from __future__ import annotations
@@ -194,6 +194,18 @@ def shards_kept(instance, run_id: str) -> tuple[int, int]:
     return -1, -1
 
 
+def tombstone_scan(instance, run_id: str) -> str:
+    """The run's no_tombstoned_records check: passed, layer versions read / skipped as known clean."""
+    import dagster as dg
+
+    for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION):
+        d = e.dagster_event.event_specific_data
+        if d.check_name == "no_tombstoned_records" and "versions_scanned" in d.metadata:
+            return (f"{'passed' if d.passed else 'FAILED'}, {d.metadata['versions_scanned'].value} versions read, "
+                    f"{d.metadata['versions_known_clean'].value} known clean")
+    return "no tombstones"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--min-chars", type=int, default=600, help="a record is blank-line blocks merged up to this size")
@@ -208,6 +220,9 @@ def main() -> None:
     ap.add_argument("--no-multiprocess", action="store_true", help="skip the multiprocess-executor increment")
     ap.add_argument("--profile", type=Path, default=None,
                     help="write a cProfile of the (in-process) increment run to this file (pstats format)")
+    ap.add_argument("--deletion", action="store_true",
+                    help="apply a deletion request (one base record) after the first capture: every build then runs "
+                         "the no_tombstoned_records scan")
     ap.add_argument("--keep", type=Path, default=None, help="build under this folder and keep it (default: a temp dir)")
     args = ap.parse_args()
 
@@ -261,9 +276,11 @@ def main() -> None:
                 run_id = res.run_id
         wall = time.perf_counter() - started
         return {"wall": wall, "steps": step_times(instance, run_id), "views": token_view_counts(instance, run_id),
-                "shards": shards_kept(instance, run_id)}
+                "shards": shards_kept(instance, run_id), "scan": tombstone_scan(instance, run_id)}
 
     snapshot("stdlib", 0)
+    if args.deletion:
+        apply_deletion(snapshot_key("stdlib", t0), "stdlib:p000001")
     runs: dict[str, dict] = {}
     runs["first"] = release("inc")
     report("first", runs["first"])
@@ -315,10 +332,29 @@ def main() -> None:
         tmp.cleanup()
 
 
+def apply_deletion(snapshot: str, record_id: str) -> None:
+    """File, resolve and apply a record deletion the way the deletion_requests sensor's purge run
+    does: tombstones written, the snapshot's layers purged."""
+    from corpus_assets.domain.deletion import requests, tombstones
+    from corpus_assets.domain.deletion.purge import purge_snapshot
+    from corpus_assets.domain.storage.catalog import Catalog
+    from corpus_assets.domain.storage.layer_store import LayerStore
+
+    home = Path(os.environ["CORPUS_HOME"])
+    store, catalog = LayerStore(home), Catalog.at(home / "catalog.duckdb")
+    rid = requests.file_request(catalog, {"kind": "record", "record_id": record_id, "requester": "bench@example.org",
+                                          "reason": "bench: a deletion already applied"})
+    res = tombstones.resolve(store, requests.get(catalog, rid))
+    tombstones.write_tombstones(catalog, rid, res)
+    report = purge_snapshot(store, snapshot, tombstones.load_tombstones(catalog), request_ids=[rid])
+    print(f"(not in the release ratio) deletion {rid[:12]} of {record_id} applied to {snapshot}: "
+          f"{'purged' if report['affected'] else 'nothing to purge'}", flush=True)
+
+
 def report(label: str, run: dict) -> None:
     top = sorted(run["steps"].items(), key=lambda kv: -kv[1])[:3]
     print(f"{label}: {run['wall']:.1f} s wall; views tokenized/reused/adopted {'/'.join(map(str, run['views']))}; slowest "
-          + ", ".join(f"{k} {v:.1f} s" for k, v in top), flush=True)
+          + ", ".join(f"{k} {v:.1f} s" for k, v in top) + f"; tombstone scan: {run['scan']}", flush=True)
 
 
 if __name__ == "__main__":

@@ -82,6 +82,12 @@ def test_withdrawal_and_takedown_reach_every_artifact_and_revoke_the_old_release
         # further ticks request nothing
         ctx = dg.build_sensor_context(instance=instance, repository_def=defs.get_repository_def())
         assert not (defs.resolve_sensor_def("deletion_requests")(ctx).run_requests or [])
+        # a rebuild under the same tombstones does not read again the versions the last one found clean
+        again = run_release(defs, instance)
+        (check,) = [e.event_specific_data for e in again.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"
+                    and e.event_specific_data.check_name == "no_tombstoned_records"]
+        assert check.passed and check.metadata["versions_known_clean"].value > 0
+        assert check.metadata["versions_scanned"].value < check.metadata["versions_known_clean"].value
 
     rows = {r["build_id"]: r for r in registry(cat, "r1")}
     (new,) = [r for r in rows.values() if r["status"] == "published"]

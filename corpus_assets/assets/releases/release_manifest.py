@@ -1,5 +1,6 @@
 """release_manifest: publish the release (Algorithm 18.3) and register it."""
 
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version as dist_version
 
 import dagster as dg
@@ -8,7 +9,8 @@ from corpus_assets.domain.core.data_root import DataRoot
 from corpus_assets.domain.core.faults import pause_point
 from corpus_assets.domain.release.publish import ReleaseConflictError, ReleaseVerificationError, verify_release
 from corpus_assets.domain.release.build import build_release
-from corpus_assets.domain.deletion.purge import scan_for_tombstoned
+from corpus_assets.domain.deletion.clean_scans import known_clean, record_clean, tombstone_fingerprint
+from corpus_assets.domain.deletion.purge import ScanCoverage, scan_for_tombstoned
 from corpus_assets.domain.layers.registry import (
     CANONICAL_RECORDS, CURATED_RECORDS, DEDUP_CLUSTERS, EVAL_REGISTRY, MINHASH_SIGNATURES, MIXTURE_PLAN, RAW_SNAPSHOT, SPLITS,
     TOKEN_VIEWS, TOKENIZER,
@@ -84,6 +86,8 @@ def release_manifest_asset(
     with cat.session():
         reconciled = reconcile(cat, store.root.releases, remote=store.remote)
         tombs = load_tombstones(cat)
+        tombs_fp = tombstone_fingerprint(tombs) if len(tombs) else ""
+        clean_before = known_clean(cat, tombs_fp) if len(tombs) else frozenset()
     for line in reconciled.lines():
         context.log.warning(line)
     governance = {s.id: {"kind": s.kind, **s.governance.model_dump(mode="json")} for s in sources.load().sources}
@@ -98,10 +102,13 @@ def release_manifest_asset(
         raise dg.Failure(description=str(exc), metadata={"diagnostics": dg.MetadataValue.path(str(exc.diagnostics))}) from exc
     r = built.result
     pause_point("release_manifest:published")  # CURRENT names the build (mirrored too), registry not written
+    scan = _tombstone_scan(store, name, tombs, tombs_fp, clean_before)
     # the registry rows tombstones_never_shrink reads are read on the same connection, right after
     with cat.session():
         row = register_published(cat, name, r.build_id, r.content_digest, str(r.path.relative_to(store.home)))
         registered = registry(cat, name)
+        if scan.clean:
+            record_clean(cat, scan.fingerprint, scan.clean)
     context.log.info(f"release {name}: build {r.build_id[:16]} {'reused' if r.reused else 'published'} at {r.path}")
     try:
         # every check of `corpus verify` on the published directory; a file that is the same,
@@ -147,20 +154,38 @@ def release_manifest_asset(
         metadata={"files": dg.MetadataValue.int(report.files), "bytes": dg.MetadataValue.int(report.bytes)}
         if report else {"error": verify_error},
     )
-    hits = []
-    if len(tombs):
-        # the release's layers (its shard spans included: the published shards are hard links of
-        # the current shard set) and its snapshots' layers
-        scope = {name, *release_snapshots(store.require_current(DEDUP_CLUSTERS, name))}
-        hits = [{k: f[k] for k in ("asset", "partition", "column", "value") if k in f}
-                for f in scan_for_tombstoned(store, tombs) if f.get("partition") in scope]
-    yield dg.AssetCheckResult(check_name="no_tombstoned_records", passed=not hits,
-                              metadata={"tombstones": dg.MetadataValue.int(len(tombs)), "hits": dg.MetadataValue.json(hits[:20])})
+    yield dg.AssetCheckResult(
+        check_name="no_tombstoned_records", passed=not scan.hits,
+        metadata={"tombstones": dg.MetadataValue.int(len(tombs)), "hits": dg.MetadataValue.json(scan.hits[:20]),
+                  "versions_scanned": dg.MetadataValue.int(scan.scanned),
+                  "versions_known_clean": dg.MetadataValue.int(scan.known)})
     earlier = _earlier_tombstone_counts(store, registered, name, r.build_id)
     yield dg.AssetCheckResult(
         check_name="tombstones_never_shrink", passed=all(n <= len(tombs) for n in earlier.values()),
         metadata={"tombstones_now": dg.MetadataValue.int(len(tombs)), "earlier_builds": dg.MetadataValue.json(earlier)},
     )
+
+
+@dataclass(frozen=True)
+class _TombstoneScan:
+    hits: list
+    clean: list  # versions read and found clean, to remember
+    fingerprint: str
+    scanned: int  # layer versions read
+    known: int  # layer versions skipped: found clean against the same tombstones before
+
+
+def _tombstone_scan(store, release: str, tombs, fp: str, known) -> _TombstoneScan:
+    """The no_tombstoned_records scan over the release's layers (its shard spans included: the
+    published shards are hard links of the current shard set) and its snapshots' layers, skipping
+    versions found clean against the same tombstone set before (deletion/clean_scans.py)."""
+    if not len(tombs):
+        return _TombstoneScan([], [], "", 0, 0)
+    scope = {release, *release_snapshots(store.require_current(DEDUP_CLUSTERS, release))}
+    cov = ScanCoverage()
+    found = scan_for_tombstoned(store, tombs, partitions=scope, known_clean=known, coverage=cov)
+    hits = [{k: f[k] for k in ("asset", "partition", "column", "value") if k in f} for f in found]
+    return _TombstoneScan(hits, cov.clean, fp, cov.read, cov.skipped)
 
 
 def _earlier_tombstone_counts(store, rows: list[dict], release: str, build_id: str) -> dict:

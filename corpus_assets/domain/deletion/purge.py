@@ -12,7 +12,8 @@ record" check. The rules and why: docs/deletion.md.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping, Optional
+from dataclasses import dataclass, field
+from typing import Callable, Collection, Iterable, Mapping, Optional
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,6 +33,7 @@ __all__ = [
     "purge_snapshot",
     "purge_release_partitions",
     "scan_for_tombstoned",
+    "ScanCoverage",
 ]
 
 PURGE_CODE_VERSION = "purge-1"
@@ -343,6 +345,25 @@ def purge_release_partitions(store: LayerStore, tombstones: TombstoneSet, reques
 # --- scan -------------------------------------------------------------------------------------
 
 
+_ARGS = {"record_id": "record_ids", "text_sha256": "digests", "uri": "uris", "source_id": "sources",
+         "raw_sha256": "raw_digests"}
+
+
+def _possible_hits(ts: TombstoneSet, arg: str, column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """The distinct non-empty values of a string ``column`` that may be tombstoned as ``arg``, by
+    Arrow hash lookups: a superset of the hits (``is_tombstoned`` decides each), found without
+    a Python object per row."""
+    keys = getattr(ts, _ARGS[arg])
+    mask = pc.is_in(column, value_set=pa.array(list(keys), column.type)) if keys else None
+    if arg == "record_id" and ts.sources:  # a tombstoned source names every record id "<source>:..."
+        prefix = pc.list_element(pc.split_pattern(column, ":", max_splits=1), 0)
+        by_source = pc.and_(pc.match_substring(column, ":"), pc.is_in(prefix, value_set=pa.array(list(ts.sources), column.type)))
+        mask = by_source if mask is None else pc.or_(mask, by_source)
+    if mask is None:
+        return column.slice(0, 0)
+    return pc.unique(column.filter(pc.fill_null(mask, False)))
+
+
 def _scan_table(ts: TombstoneSet, t: pa.Table, table: Optional[Table]) -> Iterable[tuple[str, str, str]]:
     """(column, value, request id) of every tombstoned id in a batch, deletion markers excepted."""
     names = t.column_names
@@ -365,7 +386,12 @@ def _scan_table(ts: TombstoneSet, t: pa.Table, table: Optional[Table]) -> Iterab
     for column, arg in checks:
         if column not in names:
             continue
-        for value in set(t.column(column).to_pylist()):
+        col = t.column(column)
+        if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+            values = _possible_hits(ts, arg, col).to_pylist()
+        else:  # not a string column: look every distinct value up
+            values = set(col.to_pylist())
+        for value in values:
             if not value:
                 continue
             hit = ts.is_tombstoned(**{arg: value})
@@ -390,19 +416,45 @@ def _scan_version(ts: TombstoneSet, la: Optional[Layer], v: LayerVersion, findin
                 findings[key] = findings.get(key, 0) + 1
 
 
-def scan_for_tombstoned(store: LayerStore, tombstones: TombstoneSet) -> list[dict]:
+@dataclass
+class ScanCoverage:
+    """What one ``scan_for_tombstoned`` call read: layer versions read, versions skipped as known
+    clean, and ``(asset, partition, version, content_digest)`` of those read and found clean."""
+
+    read: int = 0
+    skipped: int = 0
+    clean: list = field(default_factory=list)
+
+
+def scan_for_tombstoned(store: LayerStore, tombstones: TombstoneSet, partitions: Optional[Iterable[str]] = None, *,
+                        known_clean: Collection[tuple] = frozenset(), coverage: Optional["ScanCoverage"] = None) -> list[dict]:
     """Every tombstoned id still present in a current artifact: the tables of every layer on disk
     (registered layers by their record-id columns; anything else by the usual id column names) and
-    the shard spans of layers that point at shard files."""
+    the shard spans of layers that point at shard files. ``partitions``: only those partitions
+    (snapshot keys and release names; a release's check names its own and its snapshots') — the
+    same findings as filtering the whole store's, without reading every other partition.
+
+    ``known_clean``: ``(asset, partition, version, content_digest)`` of versions an earlier scan
+    against this same tombstone set found clean (deletion/clean_scans.py); they are not read.
+    ``coverage``: receives what was read, skipped and found clean (to remember)."""
     findings: dict[tuple, int] = {}
     if len(tombstones) == 0:
         return []
+    scope = None if partitions is None else set(partitions)
     for asset in store.assets():
         la = registry.layer(asset) if registry.is_layer(asset) else None
         for partition in store.partitions(asset):
+            if scope is not None and partition not in scope:
+                continue
             v = store.current(asset, partition)
             if v is None:
                 continue
+            ref = (asset, partition, v.version, v.content_digest)
+            if ref in known_clean:
+                if coverage is not None:
+                    coverage.skipped += 1
+                continue
+            before = len(findings)  # finding keys name the version: more keys = a finding here
             _scan_version(tombstones, la, v, findings)
             if la is not None and la.shard_spans:
                 for path in shard_spans_files(store, v):
@@ -413,6 +465,10 @@ def scan_for_tombstoned(store: LayerStore, tombstones: TombstoneSet) -> list[dic
                         rel = str(path.relative_to(store.home)) if path.is_relative_to(store.home) else str(path)
                         key = (asset, partition, v.version, rel, column, value, request)
                         findings[key] = findings.get(key, 0) + 1
+            if coverage is not None:
+                coverage.read += 1
+                if len(findings) == before:
+                    coverage.clean.append(ref)
     return [
         {"asset": a, "partition": p, "version": ver, "table": tbl, "column": c, "value": val, "request_id": r, "rows": n}
         for (a, p, ver, tbl, c, val, r), n in sorted(findings.items())

@@ -112,6 +112,16 @@ _DDL = [
         match VARCHAR NOT NULL,             -- bytes | text | near (J=...)
         created_at TIMESTAMPTZ NOT NULL,
         PRIMARY KEY (request_id, snapshot, item_index))""",
+    # Layer versions the no_tombstoned_records scan found clean, and the fingerprint of the
+    # tombstone set they were scanned against (deletion/clean_scans.py): skipped while it holds.
+    """CREATE TABLE IF NOT EXISTS tombstone_scans (
+        asset VARCHAR NOT NULL,
+        partition VARCHAR NOT NULL,
+        version VARCHAR NOT NULL,
+        content_digest VARCHAR NOT NULL,
+        tombstones VARCHAR NOT NULL,        -- tombstone_fingerprint of the set scanned against
+        scanned_at TIMESTAMPTZ NOT NULL,
+        PRIMARY KEY (asset, partition))""",
 ]
 
 
