@@ -223,3 +223,30 @@ def test_sensor_dying_between_resolving_and_requesting_runs_loses_nothing_and_ap
     for f in (corpus_env / new["path"]).glob("shards/*/*.spans.parquet"):
         ids.update(pq.read_table(f, columns=["record_id"]).column(0).to_pylist())
     assert "site_docs:venv" not in ids and "site_docs:gc" in ids
+
+
+def test_a_damaged_shard_set_is_refused_at_publish_and_names_the_file(tmp_path, monkeypatch, corpus_env):
+    """The release lists the digests packed_shards recorded for its shard files and publish reads
+    every staged byte against them: a shard file damaged in place after packing (same size) fails
+    release_manifest with its name, and the published build stays as it was."""
+    defs, store = _built(tmp_path, monkeypatch, corpus_env)
+    cat = Catalog.at(corpus_env / "catalog.duckdb")
+    (published,) = [r for r in registry(cat, "r1") if r["status"] == "published"]
+    manifest_before = (corpus_env / published["path"] / "manifest.json").read_bytes()
+    # one shard file of the current shard set damaged (a new inode: the published build's hard
+    # link keeps the good bytes)
+    victim = sorted((corpus_env / "shards" / "r1").rglob("*.bin"))[0]
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    victim.unlink()
+    victim.write_bytes(bytes(data))
+    with dg.DagsterInstance.get() as instance:
+        result = defs.resolve_job_def("release_job").execute_in_process(
+            instance=instance, partition_key="r1", asset_selection=[dg.AssetKey("release_manifest")], raise_on_error=False)
+    assert not result.success
+    (failure,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    message = str(failure.event_specific_data.error.cause or failure.event_specific_data.error)
+    assert "does not hold the digest its producer recorded" in message and victim.name in message
+    assert [r["build_id"] for r in registry(cat, "r1") if r["status"] == "published"] == [published["build_id"]]
+    assert (corpus_env / published["path"] / "manifest.json").read_bytes() == manifest_before
+    assert not [p for p in (corpus_env / "releases" / "r1").iterdir() if p.name.startswith(".tmp")]

@@ -523,3 +523,49 @@ def test_bad_signing_key_in_environment_is_refused_without_echoing_it(monkeypatc
     assert "SECRETVALUE" not in str(info.value) and signing.KEY_ENV in str(info.value)
     monkeypatch.setenv(signing.KEY_ENV, "")
     assert signing.private_key_from_env() is None
+
+
+# --- digests the producer recorded ----------------------------------------------------------------
+
+def _claiming(files: dict[str, bytes], claims: dict[str, tuple[str, int]]):
+    write = _stage_with(files)
+
+    def stage(tmp: Path):
+        write(tmp)
+        return claims
+
+    return stage
+
+
+def test_claimed_digests_give_the_same_release_as_hashing(tmp_path):
+    import hashlib
+
+    plain = _publish(tmp_path / "plain")
+    claims = {rel: (hashlib.sha256(data).hexdigest(), len(data)) for rel, data in FILES_A.items()}
+    claims["not/staged.bin"] = ("0" * 64, 3)  # a claim for a file that was not staged is ignored
+    res = publish_release(tmp_path / "claimed", "demo", build_id(SPEC), _claiming(FILES_A, claims), _manifest(),
+                          signing_key=None)
+    assert res.content_digest == plain.content_digest and res.artifacts == plain.artifacts
+    assert (res.path / "manifest.json").read_bytes() == (plain.path / "manifest.json").read_bytes()
+    assert verify_release(res.path).content_digest == res.content_digest
+
+
+def test_a_file_that_does_not_hold_its_claimed_digest_is_never_published(tmp_path):
+    import hashlib
+
+    first = _publish(tmp_path)
+    rel = "shards/train/train-00000.bin"
+    damaged = bytes([FILES_B[rel][0] ^ 1]) + FILES_B[rel][1:]  # same size, one bit off: a damaged shard set
+    claims = {rel: (hashlib.sha256(FILES_B[rel]).hexdigest(), len(FILES_B[rel]))}
+    spec = {**SPEC, "tombstone_generation": 1}
+    with pytest.raises(pub.PublishError, match="does not hold the digest its producer recorded") as info:
+        publish_release(tmp_path, "demo", build_id(spec), _claiming({**FILES_B, rel: damaged}, claims), _manifest(),
+                        signing_key=None)
+    assert rel in str(info.value)
+    # nothing published: the previous build stays current, no directory or staging left
+    assert current_release(tmp_path, "demo") == first.path
+    assert sorted(p.name for p in (tmp_path / "demo").iterdir()) == ["CURRENT", first.build_id]
+    # a claim of another size is not used: the file is hashed as it is
+    res = publish_release(tmp_path, "demo", build_id(spec), _claiming(FILES_B, {rel: ("0" * 64, len(FILES_B[rel]) + 1)}),
+                          _manifest(), signing_key=None)
+    assert verify_release(res.path).content_digest == res.content_digest

@@ -71,20 +71,27 @@ def _link_or_copy(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
-def stage_shards(store: LayerStore, shard_rows: list[dict], tmp: Path) -> None:
-    """Link every file of every shard into ``tmp/shards/<split>/`` plus each split's shards.json."""
+def stage_shards(store: LayerStore, shard_rows: list[dict], tmp: Path) -> dict[str, tuple[str, int]]:
+    """Link every file of every shard into ``tmp/shards/<split>/`` plus each split's shards.json.
+    Returns the digests ``packed_shards`` recorded for the shard files (release path -> (sha256,
+    bytes)): publish lists them without hashing the files again, then reads every byte against them."""
     from corpus_assets.domain.pack.shards_layer import shard_directory
 
     splits: dict[str, Path] = {}
+    claimed: dict[str, tuple[str, int]] = {}
     for r in shard_rows:
         meta = json.loads(r["meta_json"])
         src_dir = shard_directory(store, r["directory"])
         for f in meta["files"].values():
-            _link_or_copy(src_dir / f["path"], tmp / "shards" / r["split"] / f["path"])
+            rel = f"shards/{r['split']}/{f['path']}"
+            _link_or_copy(src_dir / f["path"], tmp / rel)
+            if isinstance(f.get("sha256"), str) and isinstance(f.get("bytes"), int):
+                claimed[rel] = (f["sha256"], f["bytes"])
         splits[r["split"]] = src_dir
     for split, src_dir in splits.items():
         if (src_dir / "shards.json").is_file():
             _link_or_copy(src_dir / "shards.json", tmp / "shards" / split / "shards.json")
+    return claimed
 
 
 LINEAGE_FILE = "lineage/records.parquet"
@@ -136,10 +143,11 @@ def build_release(
     bid = compute_build_id(build_spec)
     shard_rows = store.require_current(PACKED_SHARDS, release).read_table("shards").to_pylist()
 
-    def stage(tmp: Path) -> None:
-        stage_shards(store, shard_rows, tmp)
+    def stage(tmp: Path) -> dict[str, tuple[str, int]]:
+        claimed = stage_shards(store, shard_rows, tmp)
         stage_lineage(store, release, tmp)
         pause_point("release_manifest:staged")  # artifacts staged, manifest and pointer not written
+        return claimed
 
     def make_manifest(_tmp: Path, _artifacts: list[dict]) -> dict:
         return {"version": bid, **_manifest(release, release_spec, sections, package_version, tombstone_count)}

@@ -236,20 +236,41 @@ def _list_files(root: Path) -> list[str]:
     return sorted(out)
 
 
-def hash_artifacts(root: Path, files: Iterable[Union[str, Mapping[str, Any]]], *, fsync: bool = False) -> list[Artifact]:
+def hash_artifacts(root: Path, files: Iterable[Union[str, Mapping[str, Any]]], *, fsync: bool = False,
+                   claimed: Optional[Mapping[str, tuple[str, int]]] = None) -> list[Artifact]:
     """``[{"path", "sha256", "bytes"}]`` for the given relative paths (or entries with a ``path``),
-    sorted by path, read from disk. The manifest and its signature are skipped."""
+    sorted by path, read from disk. The manifest and its signature are skipped.
+
+    ``claimed``: path -> (sha256, bytes) that the file's producer recorded (a shard's digests in
+    ``packed_shards``); such a file of that size is not read here, its claimed digest is listed.
+    Only for a caller that reads every byte against the listed digests afterwards (publish's
+    staged verification): a wrong claim is found there, before anything is published."""
     root = Path(root)
     paths = sorted({(f["path"] if isinstance(f, Mapping) else f) for f in files} - _descriptor_names())
     entries: list[Artifact] = []
     real_root = root.resolve()
+    claimed = claimed or {}
     for rel in paths:
         p = _rel_path(root, rel, real_root)
         if not p.is_file():
             raise ReleaseVerificationError(f"{root}: artifact {rel} is missing")
+        claim = claimed.get(rel)
+        if claim is not None and p.stat().st_size == claim[1]:
+            if fsync:
+                _fsync_file(p)
+            entries.append({"path": rel, "sha256": claim[0], "bytes": int(claim[1])})
+            continue
         sha, size = _sha256_file(p, fsync=fsync)
         entries.append({"path": rel, "sha256": sha, "bytes": size})
     return entries
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def content_digest_of(entries: Iterable[Mapping[str, Any]]) -> str:
@@ -536,7 +557,7 @@ def publish_release(
     releases_root: Path,
     release: str,
     build_id: str,
-    stage: Callable[[Path], None],
+    stage: Callable[[Path], Optional[Mapping[str, tuple[str, int]]]],
     make_manifest: Callable[[Path, list[dict]], dict],
     *,
     render_card: Optional[Callable[[dict], str]] = None,
@@ -545,7 +566,10 @@ def publish_release(
 ) -> PublishResult:
     """Algorithm 18.3: stage, digest, describe, verify, then publish atomically or reuse.
 
-    ``stage(tmp)`` writes the artifacts into ``tmp``; ``make_manifest(tmp, artifacts)`` returns the
+    ``stage(tmp)`` writes the artifacts into ``tmp`` and may return the digests their producer
+    recorded (relative path -> (sha256, bytes)): those files are not hashed in step 2, and step 4
+    (which reads every staged byte) refuses the publish if one does not hold them.
+    ``make_manifest(tmp, artifacts)`` returns the
     manifest dict (publish adds ``build_id``, ``content_digest``, ``artifacts`` and, with
     ``render_card``, ``data_card``); ``validate_manifest(dict) -> dict`` may normalize / validate it
     (e.g. ``release_manifest.validate_manifest``); ``render_card(manifest) -> str`` writes
@@ -562,14 +586,15 @@ def publish_release(
 
     tmp, lock_fd = new_staging_dir(release_dir)
     try:
-        stage(tmp)
+        staged_claims = stage(tmp)
+        claimed = staged_claims if isinstance(staged_claims, Mapping) else {}  # anything else is no claim
         files = _list_files(tmp)
         for reserved in (MANIFEST_NAME, SIGNATURE_NAME):
             if reserved in files:
                 raise PublishError(f"stage() wrote {reserved}; publish writes it (return fields from make_manifest)")
         if render_card is not None and DATA_CARD_NAME in files:
             raise PublishError(f"stage() wrote {DATA_CARD_NAME} and render_card was given; choose one")
-        entries = hash_artifacts(tmp, files, fsync=True)
+        entries = hash_artifacts(tmp, files, fsync=True, claimed=claimed)
         digest = content_digest_of(entries)
 
         manifest = make_manifest(tmp, [dict(e) for e in entries])
@@ -616,7 +641,13 @@ def publish_release(
         # Step 4: the one verification that always reads every staged byte again (never from
         # ``verified``): the hashes above and the manifest on disk must agree with the files.
         verified = VerifiedHashes()
-        staged = _verify_dir(tmp, expected_build_id=bid, public_key=None, memo=verified)
+        try:
+            staged = _verify_dir(tmp, expected_build_id=bid, public_key=None, memo=verified)
+        except ReleaseVerificationError as exc:
+            if not claimed:
+                raise
+            raise PublishError(f"release {release} build {bid[:16]}: a staged file does not hold the digest its "
+                               f"producer recorded (a damaged shard set?); nothing published: {exc}") from None
         if staged.content_digest != digest:  # pragma: no cover - a file changed under us
             raise PublishError(f"{tmp}: staged files changed while publishing")
         _fsync_tree(tmp)
