@@ -22,7 +22,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping, Optional
+from typing import Iterable, Iterator, Mapping, Optional, Union
 
 import numpy as np
 import pyarrow as pa
@@ -92,16 +92,14 @@ def _locked(path: Path):
         os.close(fd)  # closing drops the lock
 
 
-def _row_sizes(batch: pa.RecordBatch) -> np.ndarray:
+def _row_sizes(table: Union[pa.Table, pa.RecordBatch]) -> np.ndarray:
     """Approximate bytes per row, computed from the row's values only (never from buffer layout):
     string and binary lengths, 8 for any other column."""
-    total = np.zeros(batch.num_rows, np.int64)
-    for col in batch.columns:
+    total = np.full(table.num_rows, 8 * table.num_columns, np.int64)
+    for col in table.columns:
         t = col.type
         if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
-            total += np.asarray(pc.fill_null(pc.binary_length(col), 0).to_numpy(zero_copy_only=False), np.int64)
-        else:
-            total += 8
+            total += np.asarray(pc.fill_null(pc.binary_length(col), 0).to_numpy(), np.int64) - 8
     return total
 
 
@@ -146,15 +144,15 @@ class _TableWriter:
                 data = data.select(self.spec.schema.names).cast(self.spec.schema)
             except (KeyError, pa.ArrowInvalid, pa.ArrowTypeError, ValueError) as exc:
                 raise ValueError(f"table {self.name!r}: data does not match the declared schema: {exc}") from None
-        # Regroup row by row boundaries that depend on the rows only (count and size).
-        for batch in data.to_batches(max_chunksize=1024):
-            self._add_batch(batch)
+        # Regroup by row group boundaries that depend on the rows only (count and size), whatever
+        # the calls' and chunks' boundaries were.
+        self._add_rows(data)
 
-    def _add_batch(self, batch: pa.RecordBatch) -> None:
+    def _add_rows(self, data: pa.Table) -> None:
         """Fill row groups greedily: a group takes rows while it has fewer than ``rows_per_group``
         and their sizes stay within ``bytes_per_group`` (its first row always goes in)."""
-        sizes = _row_sizes(batch)
-        start, n = 0, batch.num_rows
+        sizes = _row_sizes(data)
+        start, n = 0, data.num_rows
         while start < n:
             room = min(self.rows_per_group - self._pending_rows, n - start)
             cum = self._pending_bytes + np.cumsum(sizes[start:start + room])
@@ -163,7 +161,7 @@ class _TableWriter:
                 take = 1
             if take:
                 self._pending_bytes = int(cum[take - 1])
-                self._pending.append(batch.slice(start, take))
+                self._pending.append(data.slice(start, take))
                 self._pending_rows += take
                 start += take
             if start < n or self._pending_rows >= self.rows_per_group:
@@ -172,7 +170,7 @@ class _TableWriter:
     def _flush_group(self) -> None:
         if not self._pending_rows:
             return
-        table = pa.Table.from_batches(self._pending, schema=self.spec.schema).combine_chunks()
+        table = pa.concat_tables(self._pending).combine_chunks()
         if self._writer is None:
             path = self.directory / f"part-{self._file_index:05d}.parquet"
             self._writer = pq.ParquetWriter(
