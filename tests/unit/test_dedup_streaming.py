@@ -165,7 +165,8 @@ def _without_verdicts(files: dict) -> dict:
 
 
 def _manifest_without_verdicts(version) -> dict:
-    m = {k: v for k, v in version.manifest.items() if k not in ("pair_verdicts", "content_digest", "version")}
+    """The manifest but what the baseline never kept: the pair verdicts and the exact memo's curated versions."""
+    m = {k: v for k, v in version.manifest.items() if k not in ("pair_verdicts", "exact_memo", "content_digest", "version")}
     m["tables"] = _without_verdicts(m["tables"])
     return m
 
@@ -408,3 +409,114 @@ def test_a_used_copy_without_its_signature_is_refused_naming_the_snapshot(tmp_pa
         w.commit(extra_manifest={k: sigs.manifest[k] for k in ("signature_dtype", "num_perm")})
     with pytest.raises(ValueError, match=rf"{snap}: minhash_signatures does not hold one signature per curated record.*site_a:2"):
         build_dedup(store, "r1", [snap], ReleaseDedupPolicy(), MINHASH, {})
+
+
+def test_known_byte_classes_split_a_key_as_reading_every_text_does():
+    """``_split_known`` with the previous build's byte classes for some records gives what
+    ``split_by_bytes`` gives from every text, whichever records are known; it reads only keys with
+    an unknown record, and there only that record and the first-ranked record of each known class."""
+    import random
+    from types import SimpleNamespace
+
+    from corpus_assets.domain.dedup.clusters_layer import _split_known
+    from corpus_assets.domain.dedup.exact import split_by_bytes
+
+    rng = random.Random(7)
+    for case in range(300):
+        n = rng.randrange(2, 40)
+        keys = [f"k{rng.randrange(6)}" for _ in range(n)]
+        texts = [f"t{rng.randrange(3)}" for _ in range(n)]  # a key may hold several byte classes (collisions)
+        rank = np.array(rng.sample(range(1000), n), dtype=np.int64)
+        cand = np.array(sorted(rng.sample(range(n), rng.randrange(1, n + 1))), dtype=np.int64)
+
+        def table(rows):
+            return pa.table({"idx": pa.array(rows, pa.int64()), "key": [keys[i] for i in rows],
+                             "rank": pa.array(rank[rows]), "normal": pa.array([texts[i] for i in rows], pa.large_string())})
+
+        want = dict(zip(*(a.tolist() for a in split_by_bytes(table(cand)))))
+        # labels: the byte class (key, text) under an arbitrary number, -1 for the unknown
+        names = {kt: rng.randrange(10 ** 6) for kt in set(zip(keys, texts))}
+        known = np.array([names[(keys[i], texts[i])] if rng.random() < 0.6 else -1 for i in cand], dtype=np.int64)
+        reads: list = []
+
+        def read(rows):
+            reads.append(rows.tolist())
+            return split_by_bytes(table(rows))
+
+        inputs = SimpleNamespace(records=pa.table({"dedup_key": keys}))
+        idx, rep, n_read = _split_known(inputs, cand, rank, known, read)
+        assert dict(zip(idx.tolist(), rep.tolist())) == want, case
+        read_rows = [r for rows in reads for r in rows]
+        assert n_read == len(read_rows) <= cand.size
+        unknown_keys = {keys[i] for i, lab in zip(cand, known) if lab < 0}
+        assert {keys[i] for i in read_rows} == unknown_keys  # no text of a key whose records are all known
+        if (known >= 0).all():
+            assert reads == []
+
+
+def test_a_rebuild_reads_only_the_texts_the_previous_byte_classes_do_not_settle(tmp_path):
+    """A release rebuilt after a snapshot that adds copies to exact groups (and to a forged dedup-key
+    collision, under both of its texts and a third one) writes the same files as a build with no
+    previous version, and reads fewer texts of shared keys; a snapshot whose curated records
+    changed version since (a purge) is read again."""
+    from corpus_assets.domain.core.keys import snapshot_key as skey
+
+    homes = {k: tmp_path / k for k in ("inc", "fresh")}
+    late = skey("web", T0 + timedelta(hours=3))
+    for home in homes.values():
+        kwargs = _release(LayerStore(home))
+    policy = ReleaseDedupPolicy(lsh={"threshold": 0.5, "num_perm": 64, "bands": 16, "rows": 4})
+    store = LayerStore(homes["inc"])
+    build_dedup(store, "r1", kwargs["snapshots"], policy, MINHASH, **kwargs_less(kwargs))
+    added = [record_row("web:gc-3", "web", late, GC),
+             record_row("web:empty-3", "web", late, ""),
+             dict(record_row("web:collide-3", "web", late, "First text of the colliding pair, about caching."),
+                  dedup_key="f" * 64),
+             dict(record_row("web:collide-4", "web", late, "A third text under the forged key, unlike both."),
+                  dedup_key="f" * 64)]
+    snapshots = kwargs["snapshots"] + [late]
+    for home in homes.values():
+        write_snapshot(LayerStore(home), late, [added], MINHASH)
+
+    def shared_line(lines):
+        (line,) = [x for x in lines if "share a dedup key" in x]
+        shared, known, read = map(int, re.search(r"\((\d+) share a dedup key: (\d+) in byte .* (\d+) texts read\)", line).groups())
+        return shared, known, read
+
+    lines: list[str] = []
+    again = build_dedup(store, "r1", snapshots, policy, MINHASH, **kwargs_less(kwargs), log=lines.append,
+                        previous=store.current(DEDUP_CLUSTERS, "r1"))
+    fresh_lines: list[str] = []
+    fresh = build_dedup(LayerStore(homes["fresh"]), "r1", snapshots, policy, MINHASH, **kwargs_less(kwargs),
+                        log=fresh_lines.append)
+    assert _files(again.version) == _files(fresh.version)
+    assert again.version.manifest == fresh.version.manifest
+    shared, known, read = shared_line(lines)
+    assert shared_line(fresh_lines) == (shared, 0, shared)
+    assert known == shared - len(added) and 0 < read < shared
+    clusters = {r["record_id"]: r for r in again.version.read_table("clusters").to_pylist()}
+    assert clusters["web:collide-3"]["representative_id"] == "site_a:collide-1"  # the same bytes
+    assert clusters["web:collide-4"]["kind"] == "representative"  # other bytes under the same key
+    assert clusters["web:gc-3"]["representative_id"] == "site_b:gc"
+
+    # site_a's newest snapshot purged of one record: a new curated version, its copies read again
+    a_new = snapshot_key("site_a", T0 + timedelta(hours=1))
+    from corpus_assets.domain.layers.registry import CURATED_RECORDS
+
+    for home in homes.values():
+        s = LayerStore(home)
+        rows = [r for r in s.current(CURATED_RECORDS, a_new).read_table("records").to_pylist() if r["record_id"] != "site_a:code.py"]
+        write_snapshot(s, a_new, [rows], MINHASH)
+    lines = []
+    third = build_dedup(store, "r1", snapshots, policy, MINHASH, **kwargs_less(kwargs), log=lines.append,
+                        previous=store.current(DEDUP_CLUSTERS, "r1"))
+    fresh_third = build_dedup(LayerStore(homes["fresh"]), "r1", snapshots, policy, MINHASH, **kwargs_less(kwargs))
+    assert _files(third.version) == _files(fresh_third.version)
+    shared3, known3, read3 = shared_line(lines)
+    key_of = {r["record_id"]: r["dedup_key"] for r in third.version.read_table("aliases").to_pylist()}
+    snap_of = {r["record_id"]: r["snapshot"] for r in third.version.read_table("clusters").to_pylist()}
+    counts = Counter(key_of.values())
+    sharing = [rid for rid, k in key_of.items() if counts[k] > 1]
+    assert shared3 == len(sharing)
+    # every copy of the purged snapshot is unknown now, every other one is known
+    assert known3 == sum(1 for rid in sharing if snap_of[rid] != a_new) < shared3 and read3 > 0

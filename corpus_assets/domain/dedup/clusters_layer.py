@@ -211,6 +211,81 @@ def _split_exact(inputs: ReleaseInputs, cand: np.ndarray, rank: np.ndarray, scra
     return idx, rep
 
 
+EXACT_MEMO = "exact_memo"  # manifest key: the curated versions whose byte classes the build's aliases hold
+
+
+def _known_classes(previous: Optional[LayerVersion], inputs: ReleaseInputs, cand: np.ndarray) -> np.ndarray:
+    """Per record of ``cand`` (records whose dedup key is shared): its byte class in the previous
+    build, as an int label (the previous exact representative), or -1 when it must be read.
+
+    A copy is known when the previous build had the same record id from the same snapshot, under
+    the same dedup key, and that snapshot's curated records are the same version (content digest,
+    recorded under ``exact_memo``): its normalized bytes are then the ones the previous build
+    compared, and records of one key with one label held equal bytes, with different labels
+    different bytes (the aliases' exact representatives). A build with exact dedup off, another
+    dedup code version or no ``exact_memo`` knows nothing."""
+    unknown = np.full(cand.size, -1, dtype=np.int64)
+    if previous is None or not cand.size:
+        return unknown
+    spec = previous.manifest.get("build_spec", {})
+    if spec.get("code_version") != DEDUP_CODE_VERSION or not (spec.get("policy") or {}).get("exact", False):
+        return unknown
+    prev_curated = (previous.manifest.get(EXACT_MEMO) or {}).get("curated") or {}
+    same = [v.partition for v in inputs.curated if prev_curated.get(v.partition) == v.content_digest]
+    if not same:
+        return unknown
+    at = pa.array(cand)
+    cur = pl.DataFrame({
+        "at": np.arange(cand.size, dtype=np.int64),
+        "record_id": inputs.records.column("record_id").take(at).combine_chunks().cast(pa.string()),
+        "snapshot": inputs.records.column("snapshot").take(at).combine_chunks().cast(pa.string()),
+        "dedup_key": inputs.records.column("dedup_key").take(at).combine_chunks().cast(pa.string()),
+    }).filter(pl.col("snapshot").is_in(same))
+    if not cur.height:
+        return unknown
+    clusters = pl.from_arrow(previous.read_table("clusters", columns=["record_id", "snapshot"]))
+    aliases = pl.from_arrow(previous.read_table("aliases", columns=["dedup_key", "representative_id", "record_id"]))
+    prev = clusters.join(aliases, on="record_id", how="inner")
+    hit = cur.join(prev, on=["record_id", "snapshot", "dedup_key"], how="inner")
+    if not hit.height:
+        return unknown
+    labels = hit.get_column("representative_id").cast(pl.Categorical).to_physical().cast(pl.Int64).to_numpy()
+    unknown[hit.get_column("at").to_numpy()] = labels
+    return unknown
+
+
+def _split_known(inputs: ReleaseInputs, cand: np.ndarray, rank: np.ndarray, labels: np.ndarray,
+                 read: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, int]:
+    """:func:`split_by_bytes`'s ``(idx, rep)`` for ``cand``, reading only what the previous build's
+    byte classes (``labels``, -1: unknown) do not settle: in a key with an unknown record, that
+    record and the first-ranked record of each known class of the key. Every other record takes
+    the representative of its class's first-ranked record; a key whose records are all known
+    needs no text. Returns ``(idx, rep, texts read)``."""
+    keys = inputs.records.column("dedup_key").take(pa.array(cand)).combine_chunks().cast(pa.string())
+    df = pl.DataFrame({"at": np.arange(cand.size, dtype=np.int64), "key": keys, "rank": rank[cand], "label": labels})
+    partial_keys = df.filter(pl.col("label") < 0).get_column("key").unique()
+    df = df.with_columns(pl.col("key").is_in(partial_keys.implode()).alias("partial"))
+    lead = (df.filter(pl.col("label") >= 0).sort("rank").group_by(["key", "label"], maintain_order=True)
+            .agg(pl.col("at").first().alias("lead")))
+    df = df.join(lead, on=["key", "label"], how="left").sort("at")
+    at = df.get_column("at").to_numpy()
+    label = df.get_column("label").to_numpy()
+    partial = df.get_column("partial").to_numpy()
+    lead_at = df.get_column("lead").fill_null(-1).to_numpy()
+    to_read = partial & ((label < 0) | (lead_at == at))
+    rep = np.empty(cand.size, dtype=np.int64)
+    known_whole = ~partial
+    rep[known_whole] = cand[lead_at[known_whole]]
+    if to_read.any():
+        idx_r, rep_r = read(cand[to_read])
+        rep_of = dict(zip(idx_r.tolist(), rep_r.tolist()))
+        read_at = np.flatnonzero(to_read)
+        rep[read_at] = [rep_of[int(i)] for i in cand[read_at]]
+        follow = np.flatnonzero(partial & ~to_read)  # known, not the first of its class: its class's rep
+        rep[follow] = [rep_of[int(i)] for i in cand[lead_at[follow]]]
+    return cand, rep, int(to_read.sum())
+
+
 def build_dedup(
     store: LayerStore,
     release: str,
@@ -253,12 +328,22 @@ def build_dedup(
         records = inputs.records
         rank = order_rank(pl.from_arrow(records.select(["record_id", "source_id", "eligible", "group_id"])),
                           source_priority, primary_locales)
-        ex = exact_arrays(pl.from_arrow(records.column("dedup_key")), rank,
-                          lambda cand: _split_exact(inputs, cand, rank, scratch, log, label), enabled=policy.exact)
+        texts_read = {}
+
+        def split_shared(cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            known = _known_classes(previous, inputs, cand)
+            idx, rep, texts_read["read"] = _split_known(
+                inputs, cand, rank, known, lambda rows: _split_exact(inputs, rows, rank, scratch, log, label))
+            texts_read["shared"], texts_read["known"] = int(cand.size), int((known >= 0).sum())
+            return idx, rep
+
+        ex = exact_arrays(pl.from_arrow(records.column("dedup_key")), rank, split_shared, enabled=policy.exact)
         exact_rep = ex.representative
         reps = np.flatnonzero(exact_rep == np.arange(n))
         if log:
-            log(f"{label}: {n} records from {len(snapshots)} snapshots; {reps.size} after exact dedup")
+            shared = (f" ({texts_read['shared']} share a dedup key: {texts_read['known']} in byte classes the previous "
+                      f"build verified, {texts_read['read']} texts read)" if texts_read else "")
+            log(f"{label}: {n} records from {len(snapshots)} snapshots; {reps.size} after exact dedup{shared}")
 
         # near dedup among exact representatives: signature rows = reps in record-index order
         progress = Progress(log, f"{label}: signatures of exact representatives", total=int(reps.size)) if log else None
@@ -338,6 +423,7 @@ def build_dedup(
         version = w.commit(
             extra_manifest={
                 VERDICTS_TABLE: {"shingling": minhash_policy_version(minhash), "pairs": verdicts.num_rows},
+                EXACT_MEMO: {"curated": {v.partition: v.content_digest for v in inputs.curated}},
                 "records": n,
                 "exact": ex.summary,
                 "near_removed": result.removed,
