@@ -104,6 +104,23 @@ def test_withdrawal_and_takedown_reach_every_artifact_and_revoke_the_old_release
     assert "site_docs:pathlib" not in after  # taken down
     # no current artifact of any layer names a tombstoned record; deleted text is gone from disk
     assert scan_for_tombstoned(store, load_tombstones(cat)) == []
+    # every decision record's counts, kept in its manifest (release inputs total them from there),
+    # are the table's, purged versions included
+    from collections import Counter
+
+    from corpus_assets.domain.release.inputs import _decision_counts
+
+    checked = 0
+    for asset in store.assets():
+        for part in store.partitions(asset):
+            v = store.current(asset, part)
+            if v is None or "decisions" not in v.manifest["tables"]:
+                continue
+            rows = v.read_table("decisions", columns=["stage", "outcome", "reason"]).to_pylist()
+            assert _decision_counts(v) == Counter((r["stage"], r["outcome"], r["reason"] or "") for r in rows), (asset, part)
+            assert "counts" in v.manifest["tables"]["decisions"]
+            checked += 1
+    assert checked >= 10
     for asset in ("canonical_records", "curated_records"):
         for part in store.partitions(asset):
             for version in store.versions(asset, part):  # every version kept on disk, not only the current

@@ -230,3 +230,36 @@ def test_a_writer_that_started_before_another_commit_does_not_undo_it(tmp_path):
     # two writers producing the same content do not conflict: the second finds its own version current
     va, commit_b = _concurrent_commits(store, _rows(30), _rows(30))
     assert commit_b().version == va.version == store.current_version_name("demo", "p1")
+
+
+def test_a_table_declared_counted_has_its_value_counts_in_the_manifest(tmp_path):
+    """Counts over ``count_by`` columns, kept in the manifest at commit: over every write and every
+    adopted file, equal to counting the committed table (so a reader of totals needs no table read)."""
+    from collections import Counter
+
+    schema = pa.schema([("stage", pa.string()), ("outcome", pa.string()), ("reason", pa.string()), ("n", pa.int64())])
+    spec = {"d": TableSpec(schema, count_by=("stage", "outcome", "reason"))}
+    rows = [{"stage": "s", "outcome": ["accepted", "rejected"][i % 2], "reason": [None, "", "r1", "r2"][i % 4], "n": i}
+            for i in range(50)]
+    store = LayerStore(tmp_path)
+    with store.new_version("a", "p", spec, {}) as w:
+        w.write("d", rows[:20])
+        w.write("d", rows[20:])
+        first = w.commit()
+    with store.new_version("a", "q", spec, {}) as w:
+        f = first.manifest["tables"]["d"]["files"][0]
+        w.table("d").adopt(first.root / f["path"], rows=50, sha256=f["sha256"], size=f["bytes"])
+        w.write("d", rows[:7])
+        second = w.commit()
+    for v in (first, second):
+        meta = v.manifest["tables"]["d"]["counts"]
+        assert meta["by"] == ["stage", "outcome", "reason"]
+        t = v.read_table("d").to_pylist()
+        want = Counter((r["stage"], r["outcome"], r["reason"]) for r in t)
+        assert {tuple(r[:3]): r[3] for r in meta["rows"]} == dict(want)
+        assert sum(r[3] for r in meta["rows"]) == len(t) and meta["rows"] == sorted(
+            meta["rows"], key=lambda r: tuple((x is not None, x) for x in r[:3]))
+    # a table without count_by has none
+    with store.new_version("a", "r", {"d": TableSpec(schema)}, {}) as w:
+        w.write("d", rows)
+        assert "counts" not in w.commit().manifest["tables"]["d"]

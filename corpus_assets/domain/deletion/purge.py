@@ -132,11 +132,13 @@ def _plan(versions: Mapping[str, LayerVersion], ts: TombstoneSet) -> _Plan:
 
 
 def _table_specs(version: LayerVersion) -> dict[str, TableSpec]:
-    """The version's own schemas (an older version keeps its columns when purged)."""
+    """The version's own schemas (an older version keeps its columns when purged), and the counts
+    its manifest kept (recounted over the purged rows)."""
     specs = {}
     for name, meta in version.manifest["tables"].items():
         schema = pq.ParquetFile(version.table_files(name)[0]).schema_arrow
-        specs[name] = TableSpec(schema.remove_metadata(), private=bool(meta.get("private")))
+        count_by = tuple((meta.get("counts") or {}).get("by") or ())
+        specs[name] = TableSpec(schema.remove_metadata(), private=bool(meta.get("private")), count_by=count_by)
     return specs
 
 

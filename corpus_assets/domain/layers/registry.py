@@ -90,11 +90,12 @@ class Table:
     purge: Purge = Purge.DROP
     readable: bool = True  # by report models (``ref('layer', 'table')``), unless private
     columns: Optional[tuple[str, ...]] = None  # the only columns report models see (None: every scalar column)
+    count_by: tuple[str, ...] = ()  # columns whose value combinations the version's manifest counts
 
     def spec(self) -> TableSpec:
         if self.schema is None:
             raise ValueError("this table's schema is only known when it is written")
-        return TableSpec(self.schema, private=self.private)
+        return TableSpec(self.schema, private=self.private, count_by=self.count_by)
 
     @property
     def item_indexed(self) -> bool:
@@ -283,7 +284,8 @@ TAILS_SCHEMA = pa.schema(
 
 _ID = ("record_id",)
 # the decision record every deciding stage writes: one row per unit of its input (layers/decisions.py)
-_DECISIONS = Table(DECISIONS_SCHEMA, record_ids=_ID)
+DECISION_COUNT_COLUMNS = ("stage", "outcome", "reason")  # what release manifests total per layer
+_DECISIONS = Table(DECISIONS_SCHEMA, record_ids=_ID, count_by=DECISION_COUNT_COLUMNS)
 
 # --- the registry ------------------------------------------------------------------------------------
 
@@ -298,7 +300,7 @@ LAYERS: tuple[Layer, ...] = (
         CANONICAL_RECORDS, Partitioning.SNAPSHOTS, "ingestion",
         {
             "records": Table(RECORDS_SCHEMA, record_ids=_ID),
-            DECISIONS_TABLE: Table(DECISIONS_SCHEMA, record_ids=_ID, purge=Purge.MARK),
+            DECISIONS_TABLE: Table(DECISIONS_SCHEMA, record_ids=_ID, purge=Purge.MARK, count_by=DECISION_COUNT_COLUMNS),
             "quarantine": Table(CANONICAL_QUARANTINE_SCHEMA, private=True),
             "references": Table(REFERENCES_SCHEMA, private=True, record_ids=_ID),
         },

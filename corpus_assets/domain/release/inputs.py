@@ -49,13 +49,22 @@ def _peek(store: LayerStore, asset: str, partition: str) -> LayerVersion:
 
 
 def _decision_counts(version: LayerVersion) -> Counter:
-    """(stage, outcome, reason) -> decisions, from a layer version's decision record."""
+    """(stage, outcome, reason) -> decisions, from a layer version's decision record: the counts its
+    manifest kept when the table was written, else (a version written before) the table itself."""
+    kept = version.manifest["tables"][DECISIONS_TABLE].get("counts")
+    if kept and kept.get("by") == ["stage", "outcome", "reason"]:
+        out: Counter = Counter()
+        for st, oc, rs, n in kept["rows"]:
+            out[(st, oc, rs or "")] += int(n)
+        return out
     t = version.read_table(DECISIONS_TABLE, columns=["stage", "outcome", "reason"])
     if t.num_rows == 0:
         return Counter()
     g = t.group_by(["stage", "outcome", "reason"]).aggregate([([], "count_all")])
-    return Counter({(st, oc, rs or ""): int(n) for st, oc, rs, n in zip(*(g.column(c).to_pylist() for c in
-                                                                        ("stage", "outcome", "reason", "count_all")))})
+    out = Counter()
+    for st, oc, rs, n in zip(*(g.column(c).to_pylist() for c in ("stage", "outcome", "reason", "count_all"))):
+        out[(st, oc, rs or "")] += int(n)  # a null and an empty reason are one reason
+    return out
 
 
 def _decontam_findings(curated: Mapping[str, LayerVersion]) -> dict:

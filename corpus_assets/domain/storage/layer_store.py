@@ -114,6 +114,9 @@ def _dictionary_columns(schema: pa.Schema) -> list[str]:
 class TableSpec:
     schema: pa.Schema
     private: bool = False  # owner-only (0700 dir, 0600 files): raw bytes, quarantine, private references
+    # columns whose value combinations the manifest counts (``tables.<name>.counts``: rows of
+    # [values..., n], sorted): a reader of the counts (a release's decision totals) need not read the table
+    count_by: tuple[str, ...] = ()
 
 
 @dataclass
@@ -133,6 +136,7 @@ class _TableWriter:
     rows: int = 0
     files: list = field(default_factory=list)
     known_sha256: dict = field(default_factory=dict)  # adopted file -> its digest in the version it came from
+    counts: dict = field(default_factory=dict)  # spec.count_by values -> rows (written and adopted)
 
     def write(self, data: pa.Table | pa.RecordBatch | Iterable[Mapping]) -> None:
         if isinstance(data, pa.RecordBatch):
@@ -147,6 +151,20 @@ class _TableWriter:
         # Regroup by row group boundaries that depend on the rows only (count and size), whatever
         # the calls' and chunks' boundaries were.
         self._add_rows(data)
+        self._count(data)
+
+    def _count(self, data: pa.Table) -> None:
+        if not self.spec.count_by or not data.num_rows:
+            return
+        g = data.select(list(self.spec.count_by)).group_by(list(self.spec.count_by)).aggregate([([], "count_all")])
+        for row in zip(*(g.column(c).to_pylist() for c in (*self.spec.count_by, "count_all"))):
+            self.counts[row[:-1]] = self.counts.get(row[:-1], 0) + int(row[-1])
+
+    def count_rows(self) -> Optional[list]:
+        """``[[values..., n], ...]`` over ``spec.count_by``, sorted (None sorts first); None without ``count_by``."""
+        if not self.spec.count_by:
+            return None
+        return [[*k, n] for k, n in sorted(self.counts.items(), key=lambda kv: tuple((v is not None, v) for v in kv[0]))]
 
     def _add_rows(self, data: pa.Table) -> None:
         """Fill row groups greedily: a group takes rows while it has fewer than ``rows_per_group``
@@ -207,6 +225,8 @@ class _TableWriter:
         self.files.append(dst)
         self.known_sha256[dst] = sha256
         self.rows += rows
+        if self.spec.count_by:
+            self._count(pq.read_table(dst, columns=list(self.spec.count_by)))
         self._file_index += 1
         return dst.name
 
@@ -376,6 +396,9 @@ class VersionWriter:
                 "schema": [f"{f.name}:{f.type}" for f in tw.spec.schema],
                 "files": files,
             }
+            counts = tw.count_rows()
+            if counts is not None:
+                tables_meta[name]["counts"] = {"by": list(tw.spec.count_by), "rows": counts}
         content_digest = digest.hexdigest()
         version = content_digest[:16]
         manifest = {
