@@ -157,7 +157,7 @@ def test_streaming_build_gives_the_tables_the_dict_build_gave(tmp_path, monkeypa
         assert (clusters["site_a:code.py"]["kind"], clusters["site_a:code.py"]["representative_id"]) == ("exact", "site_b:code.py")
     decisions = new.version.read_table("decisions")
     assert decisions.num_rows == len(clusters) + sum(new.version.manifest["left_out"].values())
-    assert any("texts of LSH candidates read" in line for line in lines)
+    assert any("candidate records written" in line for line in lines)
 
 
 def _without_verdicts(files: dict) -> dict:
@@ -212,9 +212,9 @@ def _assert_verdicts_are_real_jaccard(version, store: LayerStore, snapshots: lis
 
 
 def _candidate_texts_read(lines: list[str]) -> int:
-    """How many records' texts a build read for LSH candidates, from its progress line."""
-    (line,) = [x for x in lines if "texts of LSH candidates read" in x]
-    return int(re.search(r"read: (\d+)/", line).group(1))
+    """How many records' texts a build read for LSH candidates (their shingle sets), from its log."""
+    (line,) = [x for x in lines if "candidate records written" in x]
+    return int(re.search(r"shingle sets of (\d+) candidate records", line).group(1))
 
 
 def kwargs_less(kwargs: dict) -> dict:

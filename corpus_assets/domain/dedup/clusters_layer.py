@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from corpus_assets.domain.core.compute import Engine
 from corpus_assets.domain.core.hashing import canonical_digest, dedup_normal_form
-from corpus_assets.domain.core.progress import Progress
+from corpus_assets.domain.core.progress import SUBPHASE_QUIET_S, Progress
 from corpus_assets.domain.dedup.exact import exact_arrays, split_by_bytes
 from corpus_assets.domain.dedup.lsh import LshPolicy
 from corpus_assets.domain.dedup.minhash import MinHashPolicy, minhash_policy_version
@@ -185,7 +185,8 @@ def _split_exact(inputs: ReleaseInputs, cand: np.ndarray, rank: np.ndarray, scra
     schema = pa.schema([("idx", pa.int64()), ("key", pa.string()), ("rank", pa.int64()), ("normal", pa.large_string())])
     paths = [scratch / f"exact-{b:04d}.parquet" for b in range(buckets)]
     writers = [pq.ParquetWriter(p, schema, compression="lz4") for p in paths]
-    progress = Progress(log, f"{label}: texts of shared dedup keys read", total=int(cand.size)) if log else None
+    progress = Progress(log, f"{label}: texts of shared dedup keys read", total=int(cand.size),
+                        quiet_below=SUBPHASE_QUIET_S) if log else None
     try:
         for idx, forms in _normal_forms(inputs, cand, progress):
             at = np.searchsorted(cand, idx)
@@ -346,7 +347,8 @@ def build_dedup(
             log(f"{label}: {n} records from {len(snapshots)} snapshots; {reps.size} after exact dedup{shared}")
 
         # near dedup among exact representatives: signature rows = reps in record-index order
-        progress = Progress(log, f"{label}: signatures of exact representatives", total=int(reps.size)) if log else None
+        progress = Progress(log, f"{label}: signatures of exact representatives", total=int(reps.size),
+                            quiet_below=SUBPHASE_QUIET_S) if log else None
         sig_path = scratch / "signatures.npy"
         write_signature_rows(inputs, reps, sig_path, minhash.num_perm, progress)
         if progress is not None:
@@ -355,7 +357,8 @@ def build_dedup(
         order = np.argsort(rank[reps], kind="stable").astype(np.int64)
 
         def rep_normal_forms(rows: np.ndarray) -> Iterator[tuple[np.ndarray, list[str]]]:
-            fetched = Progress(log, f"{label}: texts of LSH candidates read", total=int(rows.size)) if log else None
+            fetched = Progress(log, f"{label}: texts of LSH candidates read", total=int(rows.size),
+                               quiet_below=SUBPHASE_QUIET_S) if log else None
             for idx, forms in _normal_forms(inputs, reps[rows], fetched):
                 yield np.searchsorted(reps, idx), forms
             if fetched is not None:

@@ -24,7 +24,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from corpus_assets.domain.core.progress import Progress
+from corpus_assets.domain.core.progress import SUBPHASE_QUIET_S, Progress
 from corpus_assets.domain.dedup.release_view import Excluded, ReleaseView
 from corpus_assets.domain.layers.registry import CURATED_RECORDS, MINHASH_SIGNATURES
 from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
@@ -160,7 +160,7 @@ def load_release_inputs(store: LayerStore, snapshots: Sequence[str], view: Relea
     used_parts, left_parts = [], []
     curated, sigs, digests = [], [], {}
     dtype = None
-    progress = Progress(log, f"{label}: light columns read", unit="rows") if log else None
+    progress = Progress(log, f"{label}: light columns read", unit="rows", quiet_below=SUBPHASE_QUIET_S) if log else None
     read = 0
     for snap in sorted(snapshots):
         sig_v = store.require_current(MINHASH_SIGNATURES, snap)

@@ -47,7 +47,7 @@ from typing import Callable, Optional, Protocol
 import numpy as np
 
 from corpus_assets.domain.core.compute import Engine, engine_from_env
-from corpus_assets.domain.core.progress import Progress
+from corpus_assets.domain.core.progress import SUBPHASE_QUIET_S, Progress
 from corpus_assets.domain.dedup.lsh import (
     CAP_PIVOTS,
     CAP_WINDOW,
@@ -314,7 +314,7 @@ def _run(engine: Engine, fn, jobs: list, name: str, log, label: str, unit: str) 
     """``engine.map`` in batches, so long stages log progress between batches."""
     if log is None:
         return engine.map(fn, jobs, name=name)
-    progress = Progress(log, label, total=len(jobs), unit=unit)
+    progress = Progress(log, label, total=len(jobs), unit=unit, quiet_below=SUBPHASE_QUIET_S)
     out: list = []
     step = max(4, 4 * engine.workers)
     for s in range(0, len(jobs), step):
