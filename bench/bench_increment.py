@@ -200,7 +200,8 @@ def tombstone_scan(instance, run_id: str) -> str:
 
     for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION):
         d = e.dagster_event.event_specific_data
-        if d.check_name == "no_tombstoned_records" and "versions_scanned" in d.metadata:
+        if d.check_name == "no_tombstoned_records" and d.metadata.get("tombstones") and d.metadata["tombstones"].value \
+                and "versions_scanned" in d.metadata:
             return (f"{'passed' if d.passed else 'FAILED'}, {d.metadata['versions_scanned'].value} versions read, "
                     f"{d.metadata['versions_known_clean'].value} known clean")
     return "no tombstones"
