@@ -298,6 +298,19 @@ def test_dedup_tables_are_the_layer_tables():
     assert set(DEDUP_TABLES) == {"clusters", "aliases", "edges", "superseded", "pair_verdicts", "decisions"}
 
 
+def _rebuild_and_fresh(store: LayerStore, fresh_store: LayerStore, snapshots: list, policy, kwargs: dict):
+    """The release rebuilt over ``snapshots`` with its current version as ``previous``, and built
+    from nothing in ``fresh_store``: the same files and manifest. Returns both builds and their logs."""
+    lines: list[str] = []
+    again = build_dedup(store, "r1", snapshots, policy, MINHASH, **kwargs_less(kwargs), log=lines.append,
+                        previous=store.current(DEDUP_CLUSTERS, "r1"))
+    fresh_lines: list[str] = []
+    fresh = build_dedup(fresh_store, "r1", snapshots, policy, MINHASH, **kwargs_less(kwargs), log=fresh_lines.append)
+    assert _files(again.version) == _files(fresh.version)
+    assert again.version.manifest == fresh.version.manifest
+    return again, lines, fresh, fresh_lines
+
+
 @pytest.mark.parametrize("shards", [1, 3])
 def test_a_rebuild_reuses_the_previous_verdicts_and_writes_the_same_bytes(tmp_path, shards):
     """A release rebuilt after a new snapshot arrives, with the previous version's pair_verdicts as
@@ -318,14 +331,7 @@ def test_a_rebuild_reuses_the_previous_verdicts_and_writes_the_same_bytes(tmp_pa
     snapshots = kwargs["snapshots"] + [late]
     for home in homes.values():
         write_snapshot(LayerStore(home), late, [added], MINHASH)
-    lines: list[str] = []
-    again = build_dedup(store, "r1", snapshots, policy, MINHASH, **kwargs_less(kwargs), log=lines.append,
-                        previous=store.current(DEDUP_CLUSTERS, "r1"))
-    fresh_lines: list[str] = []
-    fresh = build_dedup(LayerStore(homes["fresh"]), "r1", snapshots, policy, MINHASH, **kwargs_less(kwargs),
-                        log=fresh_lines.append)
-    assert _files(again.version) == _files(fresh.version)
-    assert again.version.manifest == fresh.version.manifest
+    again, lines, fresh, fresh_lines = _rebuild_and_fresh(store, LayerStore(homes["fresh"]), snapshots, policy, kwargs)
     assert fresh.memo_hits == 0 and 0 < again.memo_hits < again.candidates
     assert any(f"({again.memo_hits} known from the previous build)" in line for line in lines)
     # texts are read only for the records the unknown pairs name: fewer than a build without verdicts reads
@@ -483,14 +489,7 @@ def test_a_rebuild_reads_only_the_texts_the_previous_byte_classes_do_not_settle(
         shared, known, read = map(int, re.search(r"\((\d+) share a dedup key: (\d+) in byte .* (\d+) texts read\)", line).groups())
         return shared, known, read
 
-    lines: list[str] = []
-    again = build_dedup(store, "r1", snapshots, policy, MINHASH, **kwargs_less(kwargs), log=lines.append,
-                        previous=store.current(DEDUP_CLUSTERS, "r1"))
-    fresh_lines: list[str] = []
-    fresh = build_dedup(LayerStore(homes["fresh"]), "r1", snapshots, policy, MINHASH, **kwargs_less(kwargs),
-                        log=fresh_lines.append)
-    assert _files(again.version) == _files(fresh.version)
-    assert again.version.manifest == fresh.version.manifest
+    again, lines, fresh, fresh_lines = _rebuild_and_fresh(store, LayerStore(homes["fresh"]), snapshots, policy, kwargs)
     shared, known, read = shared_line(lines)
     assert shared_line(fresh_lines) == (shared, 0, shared)
     assert known == shared - len(added) and 0 < read < shared

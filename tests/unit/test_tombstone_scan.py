@@ -8,36 +8,24 @@ import random
 from typing import Iterable, Optional
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from corpus_assets.domain.deletion import tombstones
-from corpus_assets.domain.deletion.purge import DELETED_OUTCOME, DELETED_STATUS, _scan_table, scan_for_tombstoned
+from corpus_assets.domain.deletion.purge import (
+    DELETED_OUTCOME, DELETED_STATUS, _scan_table, id_checks, scan_for_tombstoned, without_markers,
+)
 from corpus_assets.domain.deletion.tombstones import TombstoneSet
-from corpus_assets.domain.layers import registry
 from corpus_assets.domain.layers.registry import Purge, Table
 from test_deletion import DUMP, ITEMS, RELEASE, WEB, build_release, file_and_resolve, req
 from test_deletion import world  # noqa: F401  (fixture)
 
 
 def per_value_scan(ts: TombstoneSet, t: pa.Table, table: Optional[Table]) -> Iterable[tuple[str, str, str]]:
-    """The scan as it was before the hash lookups: every distinct value of every id column through
-    ``is_tombstoned`` (kept here as the reference)."""
-    names = t.column_names
-    rule = table.purge if table is not None else None
-    marker = None
-    if "outcome" in names and rule in (Purge.MARK, None):
-        marker = pc.fill_null(pc.equal(t.column("outcome"), DELETED_OUTCOME), False)
-    if "status" in names and rule in (Purge.STUB, None):
-        m = pc.fill_null(pc.equal(t.column("status"), DELETED_STATUS), False)
-        for c in ("byte_length", "raw_sha256"):
-            if c in names and pc.any(pc.and_(m, pc.is_valid(t.column(c)))).as_py():
-                yield c, "deletion stub still has a value", ""
-        marker = m if marker is None else pc.or_(marker, m)
-    if marker is not None:
-        t = t.filter(pc.invert(marker))
-    id_columns = table.record_ids if table is not None and table.record_ids else registry.RECORD_ID_COLUMNS
-    for column, arg in [(c, "record_id") for c in id_columns] + [(c, c) for c in registry.TARGET_COLUMNS]:
-        if column not in names:
+    """The lookup as it was before the hash lookups: every distinct value of every id column through
+    ``is_tombstoned`` (kept here as the reference; the marker rules are the module's)."""
+    t, leaks = without_markers(t, table)
+    yield from leaks
+    for column, arg in id_checks(table):
+        if column not in t.column_names:
             continue
         for value in set(t.column(column).to_pylist()):
             if value:

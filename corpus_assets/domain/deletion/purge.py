@@ -366,26 +366,35 @@ def _possible_hits(ts: TombstoneSet, arg: str, column: pa.ChunkedArray) -> pa.Ch
     return pc.unique(column.filter(pc.fill_null(mask, False)))
 
 
-def _scan_table(ts: TombstoneSet, t: pa.Table, table: Optional[Table]) -> Iterable[tuple[str, str, str]]:
-    """(column, value, request id) of every tombstoned id in a batch, deletion markers excepted."""
+def without_markers(t: pa.Table, table: Optional[Table]) -> tuple[pa.Table, list[tuple[str, str, str]]]:
+    """The rows of a batch that are not deletion markers (``mark`` tables' deleted outcomes, ``stub``
+    tables' deletion stubs), and a finding for each column in which a stub still holds a value."""
     names = t.column_names
     rule = table.purge if table is not None else None
-    marker = None
+    marker, leaks = None, []
     if "outcome" in names and rule in (Purge.MARK, None):
         marker = pc.fill_null(pc.equal(t.column("outcome"), DELETED_OUTCOME), False)
     if "status" in names and rule in (Purge.STUB, None):
         m = pc.fill_null(pc.equal(t.column("status"), DELETED_STATUS), False)
         for c in ("byte_length", "raw_sha256"):
-            if c in names:
-                leak = pc.and_(m, pc.is_valid(t.column(c)))
-                if pc.any(leak).as_py():
-                    yield c, "deletion stub still has a value", ""
+            if c in names and pc.any(pc.and_(m, pc.is_valid(t.column(c)))).as_py():
+                leaks.append((c, "deletion stub still has a value", ""))
         marker = m if marker is None else pc.or_(marker, m)
-    if marker is not None:
-        t = t.filter(pc.invert(marker))
+    return (t if marker is None else t.filter(pc.invert(marker))), leaks
+
+
+def id_checks(table: Optional[Table]) -> list[tuple[str, str]]:
+    """(column, ``is_tombstoned`` argument) of every column a table's ids may be looked up in."""
     id_columns = table.record_ids if table is not None and table.record_ids else registry.RECORD_ID_COLUMNS
-    checks = [(c, "record_id") for c in id_columns] + [(c, c) for c in registry.TARGET_COLUMNS]
-    for column, arg in checks:
+    return [(c, "record_id") for c in id_columns] + [(c, c) for c in registry.TARGET_COLUMNS]
+
+
+def _scan_table(ts: TombstoneSet, t: pa.Table, table: Optional[Table]) -> Iterable[tuple[str, str, str]]:
+    """(column, value, request id) of every tombstoned id in a batch, deletion markers excepted."""
+    t, leaks = without_markers(t, table)
+    yield from leaks
+    names = t.column_names
+    for column, arg in id_checks(table):
         if column not in names:
             continue
         col = t.column(column)
