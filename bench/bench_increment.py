@@ -44,7 +44,8 @@ library's pieces come those of the environment's site-packages ``*.py`` (the pro
 dependencies, sorted by relative path) up to M million characters, held out the same way.
 
 Run:  .venv/bin/python bench/bench_increment.py [--min-chars 600] [--vocab-size 8192] [--seq-len 2048] [--shard-blocks 16]
-      [--order append|plan] [--site-packages-mb 0] [--no-multiprocess] [--deletion] [--profile FILE]
+      [--order append|plan] [--site-packages-mb 0] [--no-multiprocess] [--deletion] [--instance-config FILE]
+      [--profile FILE]
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import sysconfig
 import tempfile
@@ -151,6 +153,8 @@ def setup(root: Path, args) -> dict[str, int]:
         (rel / f"{name}.yaml").write_text(f"name: {name}\n" + body)
     home = root / "home"
     (home / "dagster").mkdir(parents=True)
+    if args.instance_config is not None:  # e.g. deploy/dagster.postgres.yaml (its DAGSTER_PG_* from the environment)
+        shutil.copyfile(args.instance_config, home / "dagster" / "dagster.yaml")
     os.environ.update(CORPUS_HOME=str(home), DAGSTER_HOME=str(home / "dagster"), CORPUS_SOURCES=str(root / "sources.yaml"),
                       CORPUS_RELEASES=str(rel), CORPUS_CURATION=str(PROJECT / "curation.yaml"))
     os.environ["CORPUS_EXECUTOR"] = "multiprocess"  # for execute_job; execute_in_process always runs in process
@@ -228,6 +232,8 @@ def main() -> None:
     ap.add_argument("--deletion", action="store_true",
                     help="apply a deletion request (one base record) after the first capture: every build then runs "
                          "the no_tombstoned_records scan")
+    ap.add_argument("--instance-config", type=Path, default=None,
+                    help="copy this dagster.yaml into the bench's DAGSTER_HOME (default: none, Dagster's SQLite storage)")
     ap.add_argument("--keep", type=Path, default=None, help="build under this folder and keep it (default: a temp dir)")
     args = ap.parse_args()
 
@@ -239,7 +245,8 @@ def main() -> None:
         root = args.keep
         root.mkdir(parents=True, exist_ok=False)
     sizes = setup(root, args)
-    print(f"machine: {cpu_model()}, {os.cpu_count()} cores; python {sys.version.split()[0]}")
+    print(f"machine: {cpu_model()}, {os.cpu_count()} cores; python {sys.version.split()[0]}; instance config "
+          f"{args.instance_config or 'none (Dagster defaults, SQLite storage)'}")
     print(f"records: base {sizes['base']:,} ({sizes['chars'] / 1e6:.1f} M chars), increments {sizes['new1']:,} + "
           f"{sizes['new2']:,} ({sizes['new1'] / max(sizes['base'], 1):.2%} + {sizes['new2'] / max(sizes['base'], 1):.2%} "
           f"of the base); vocab {args.vocab_size}, seq_len {args.seq_len}, {args.shard_blocks} blocks per shard, "
