@@ -343,9 +343,10 @@ def test_the_postgres_instance_config_is_valid_dagster_config_and_takes_its_conn
 
     config = yaml.safe_load((PROJECT / "deploy" / "dagster.postgres.yaml").read_text())
     db = config["storage"]["postgres"]["postgres_db"]
-    assert {k: v for k, v in db.items() if k != "port"} == {
+    assert {k: v for k, v in db.items() if k not in ("port", "scheme")} == {
         "hostname": {"env": "DAGSTER_PG_HOST"}, "username": {"env": "DAGSTER_PG_USER"},
         "password": {"env": "DAGSTER_PG_PASSWORD"}, "db_name": {"env": "DAGSTER_PG_DB"}}
+    assert db["scheme"] == "postgresql+psycopg2"  # the driver dagster-postgres brings (docs/operations.md)
     for var in ("DAGSTER_PG_HOST", "DAGSTER_PG_USER", "DAGSTER_PG_PASSWORD", "DAGSTER_PG_DB"):
         monkeypatch.setenv(var, "x")
     schema = resolve_to_config_type(dagster_instance_config_schema())
