@@ -19,6 +19,7 @@ from corpus_assets.domain.release.freshness import INPUTS, INPUTS_FINGERPRINT, f
 from corpus_assets.domain.release.inputs import release_snapshots
 from corpus_assets.domain.release.registry import reconcile, register_published, registry
 from corpus_assets.domain.deletion.tombstones import load_tombstones
+from corpus_assets.domain.release.tombstone_history import earlier_tombstone_counts, record_build_tombstones
 from corpus_assets.metadata import markdown_table
 from corpus_assets.assets.mixtures_packing.packed_shards import packed_shards_asset
 from corpus_assets.assets.releases.release_inputs import release_inputs
@@ -106,7 +107,9 @@ def release_manifest_asset(
     # the registry rows tombstones_never_shrink reads are read on the same connection, right after
     with cat.session():
         row = register_published(cat, name, r.build_id, r.content_digest, str(r.path.relative_to(store.home)))
+        record_build_tombstones(cat, name, r.build_id, len(tombs))
         registered = registry(cat, name)
+        earlier = earlier_tombstone_counts(cat, name, r.build_id, registered, lambda row: _manifest_bytes(store, name, row))
         if scan.clean:
             record_clean(cat, scan.fingerprint, scan.clean)
     context.log.info(f"release {name}: build {r.build_id[:16]} {'reused' if r.reused else 'published'} at {r.path}")
@@ -159,10 +162,13 @@ def release_manifest_asset(
         metadata={"tombstones": dg.MetadataValue.int(len(tombs)), "hits": dg.MetadataValue.json(scan.hits[:20]),
                   "versions_scanned": dg.MetadataValue.int(scan.scanned),
                   "versions_known_clean": dg.MetadataValue.int(scan.known)})
-    earlier = _earlier_tombstone_counts(store, registered, name, r.build_id)
+    above = {bid[:16]: n for bid, n in sorted(earlier.items()) if n > len(tombs)}
     yield dg.AssetCheckResult(
-        check_name="tombstones_never_shrink", passed=all(n <= len(tombs) for n in earlier.values()),
-        metadata={"tombstones_now": dg.MetadataValue.int(len(tombs)), "earlier_builds": dg.MetadataValue.json(earlier)},
+        check_name="tombstones_never_shrink", passed=not above,
+        metadata={"tombstones_now": dg.MetadataValue.int(len(tombs)),
+                  "earlier_builds": dg.MetadataValue.int(len(earlier)),
+                  "earlier_max": dg.MetadataValue.int(max(earlier.values(), default=0)),
+                  "builds_with_more": dg.MetadataValue.json(dict(list(above.items())[:20]))},
     )
 
 
@@ -188,19 +194,12 @@ def _tombstone_scan(store, release: str, tombs, fp: str, known) -> _TombstoneSca
     return _TombstoneScan(hits, cov.clean, fp, cov.read, cov.skipped)
 
 
-def _earlier_tombstone_counts(store, rows: list[dict], release: str, build_id: str) -> dict:
-    """Tombstone counts of the release's earlier builds (``rows``: its registry rows), from their
-    manifests: the local copy, or the object store's when this machine never held the build."""
-    import json
-
-    out = {}
-    for row in rows:
-        if row["build_id"] == build_id:
-            continue
-        m = store.home / row["path"] / "manifest.json"
-        raw = m.read_bytes() if m.is_file() else None
-        if raw is None and store.remote is not None:
-            raw = store.remote.read_bytes(f"{DataRoot.release_key(release, row['build_id'])}/manifest.json")
-        if raw is not None:
-            out[row["build_id"][:16]] = json.loads(raw).get("tombstones", {}).get("count", 0)
-    return out
+def _manifest_bytes(store, release: str, row: dict):
+    """A registered build's manifest: the local copy, or the object store's when this machine never
+    held the build (None: neither)."""
+    m = store.home / row["path"] / "manifest.json"
+    if m.is_file():
+        return m.read_bytes()
+    if store.remote is not None:
+        return store.remote.read_bytes(f"{DataRoot.release_key(release, row['build_id'])}/manifest.json")
+    return None

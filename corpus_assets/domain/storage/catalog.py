@@ -112,6 +112,13 @@ _DDL = [
         match VARCHAR NOT NULL,             -- bytes | text | near (J=...)
         created_at TIMESTAMPTZ NOT NULL,
         PRIMARY KEY (request_id, snapshot, item_index))""",
+    # Tombstones each build of a release applied (its manifest's tombstones.count), for the
+    # tombstones_never_shrink check without reading every earlier manifest (release/tombstone_history.py)
+    """CREATE TABLE IF NOT EXISTS release_tombstones (
+        release VARCHAR NOT NULL,
+        build_id VARCHAR NOT NULL,
+        tombstones BIGINT NOT NULL,
+        PRIMARY KEY (release, build_id))""",
     # Layer versions the no_tombstoned_records scan found clean, and the fingerprint of the
     # tombstone set they were scanned against (deletion/clean_scans.py): skipped while it holds.
     """CREATE TABLE IF NOT EXISTS tombstone_scans (
