@@ -351,15 +351,33 @@ _ARGS = {"record_id": "record_ids", "text_sha256": "digests", "uri": "uris", "so
          "raw_sha256": "raw_digests"}
 
 
-def _possible_hits(ts: TombstoneSet, arg: str, column: pa.ChunkedArray) -> pa.ChunkedArray:
+class _IdSets:
+    """A tombstone set's ids as Arrow value sets, built once per scan (per kind of id and column
+    type), not once per batch and column: a set of a million ids is a second of conversion."""
+
+    def __init__(self, ts: TombstoneSet) -> None:
+        self.ts = ts
+        self._arrays: dict[tuple[str, pa.DataType], Optional[pa.Array]] = {}
+
+    def array(self, kind: str, type_: pa.DataType) -> Optional[pa.Array]:
+        """The ids of ``TombstoneSet.<kind>`` (None: there are none)."""
+        key = (kind, type_)
+        if key not in self._arrays:
+            ids = getattr(self.ts, kind)
+            self._arrays[key] = pa.array(list(ids), type_) if ids else None
+        return self._arrays[key]
+
+
+def _possible_hits(ids: _IdSets, arg: str, column: pa.ChunkedArray) -> pa.ChunkedArray:
     """The distinct non-empty values of a string ``column`` that may be tombstoned as ``arg``, by
     Arrow hash lookups: a superset of the hits (``is_tombstoned`` decides each), found without
     a Python object per row."""
-    keys = getattr(ts, _ARGS[arg])
-    mask = pc.is_in(column, value_set=pa.array(list(keys), column.type)) if keys else None
-    if arg == "record_id" and ts.sources:  # a tombstoned source names every record id "<source>:..."
+    keys = ids.array(_ARGS[arg], column.type)
+    mask = pc.is_in(column, value_set=keys) if keys is not None else None
+    sources = ids.array("sources", column.type) if arg == "record_id" else None
+    if sources is not None:  # a tombstoned source names every record id "<source>:..."
         prefix = pc.list_element(pc.split_pattern(column, ":", max_splits=1), 0)
-        by_source = pc.and_(pc.match_substring(column, ":"), pc.is_in(prefix, value_set=pa.array(list(ts.sources), column.type)))
+        by_source = pc.and_(pc.match_substring(column, ":"), pc.is_in(prefix, value_set=sources))
         mask = by_source if mask is None else pc.or_(mask, by_source)
     if mask is None:
         return column.slice(0, 0)
@@ -389,8 +407,11 @@ def id_checks(table: Optional[Table]) -> list[tuple[str, str]]:
     return [(c, "record_id") for c in id_columns] + [(c, c) for c in registry.TARGET_COLUMNS]
 
 
-def _scan_table(ts: TombstoneSet, t: pa.Table, table: Optional[Table]) -> Iterable[tuple[str, str, str]]:
-    """(column, value, request id) of every tombstoned id in a batch, deletion markers excepted."""
+def _scan_table(ts: TombstoneSet, t: pa.Table, table: Optional[Table],
+                ids: Optional[_IdSets] = None) -> Iterable[tuple[str, str, str]]:
+    """(column, value, request id) of every tombstoned id in a batch, deletion markers excepted.
+    ``ids``: the set's value sets, shared by the batches of one scan."""
+    ids = ids or _IdSets(ts)
     t, leaks = without_markers(t, table)
     yield from leaks
     names = t.column_names
@@ -399,7 +420,7 @@ def _scan_table(ts: TombstoneSet, t: pa.Table, table: Optional[Table]) -> Iterab
             continue
         col = t.column(column)
         if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-            values = _possible_hits(ts, arg, col).to_pylist()
+            values = _possible_hits(ids, arg, col).to_pylist()
         else:  # not a string column: look every distinct value up
             values = set(col.to_pylist())
         for value in values:
@@ -413,16 +434,15 @@ def _scan_table(ts: TombstoneSet, t: pa.Table, table: Optional[Table]) -> Iterab
 _MARKER_COLUMNS = {"outcome", "status", "byte_length", "raw_sha256"}
 
 
-def _scan_version(ts: TombstoneSet, la: Optional[Layer], v: LayerVersion, findings: dict) -> None:
+def _scan_version(ts: TombstoneSet, la: Optional[Layer], v: LayerVersion, findings: dict, ids: _IdSets) -> None:
     for name in sorted(v.manifest["tables"]):
         table = la.tables.get(name) if la is not None else None
-        id_columns = table.record_ids if table is not None and table.record_ids else registry.RECORD_ID_COLUMNS
-        wanted = set(id_columns) | set(registry.TARGET_COLUMNS) | _MARKER_COLUMNS
+        wanted = {c for c, _arg in id_checks(table)} | _MARKER_COLUMNS
         cols = [c for c in _names(v, name) if c in wanted]
         if not set(cols) - _MARKER_COLUMNS:
             continue
         for b in v.iter_batches(name, batch_size=8192, columns=cols):
-            for column, value, request in _scan_table(ts, pa.Table.from_batches([b]), table):
+            for column, value, request in _scan_table(ts, pa.Table.from_batches([b]), table, ids):
                 key = (v.asset, v.partition, v.version, name, column, value, request)
                 findings[key] = findings.get(key, 0) + 1
 
@@ -452,6 +472,7 @@ def scan_for_tombstoned(store: LayerStore, tombstones: TombstoneSet, partitions:
     if len(tombstones) == 0:
         return []
     scope = None if partitions is None else set(partitions)
+    ids = _IdSets(tombstones)
     for asset in store.assets():
         la = registry.layer(asset) if registry.is_layer(asset) else None
         for partition in store.partitions(asset):
@@ -466,13 +487,13 @@ def scan_for_tombstoned(store: LayerStore, tombstones: TombstoneSet, partitions:
                     coverage.skipped += 1
                 continue
             before = len(findings)  # finding keys name the version: more keys = a finding here
-            _scan_version(tombstones, la, v, findings)
+            _scan_version(tombstones, la, v, findings, ids)
             if la is not None and la.shard_spans:
                 for path in shard_spans_files(store, v):
                     if not path.is_file():
                         continue
                     t = pq.read_table(path, columns=[c for c in ("record_id",) if c in pq.read_schema(path).names])
-                    for column, value, request in _scan_table(tombstones, t, None):
+                    for column, value, request in _scan_table(tombstones, t, None, ids):
                         rel = str(path.relative_to(store.home)) if path.is_relative_to(store.home) else str(path)
                         key = (asset, partition, v.version, rel, column, value, request)
                         findings[key] = findings.get(key, 0) + 1
