@@ -103,15 +103,15 @@ def release_manifest_asset(
         raise dg.Failure(description=str(exc), metadata={"diagnostics": dg.MetadataValue.path(str(exc.diagnostics))}) from exc
     r = built.result
     pause_point("release_manifest:published")  # CURRENT names the build (mirrored too), registry not written
-    scan = _tombstone_scan(store, name, tombs, tombs_fp, clean_before)
+    scan = _tombstone_scan(store, name, tombs, clean_before)
     # the registry rows tombstones_never_shrink reads are read on the same connection, right after
     with cat.session():
         row = register_published(cat, name, r.build_id, r.content_digest, str(r.path.relative_to(store.home)))
-        record_build_tombstones(cat, name, r.build_id, len(tombs))
+        record_build_tombstones(cat, name, r.build_id, built.manifest["tombstones"]["count"])
         registered = registry(cat, name)
         earlier = earlier_tombstone_counts(cat, name, r.build_id, registered, lambda row: _manifest_bytes(store, name, row))
         if scan.clean:
-            record_clean(cat, scan.fingerprint, scan.clean)
+            record_clean(cat, tombs_fp, scan.clean)
     context.log.info(f"release {name}: build {r.build_id[:16]} {'reused' if r.reused else 'published'} at {r.path}")
     try:
         # every check of `corpus verify` on the published directory; a file that is the same,
@@ -176,22 +176,21 @@ def release_manifest_asset(
 class _TombstoneScan:
     hits: list
     clean: list  # versions read and found clean, to remember
-    fingerprint: str
     scanned: int  # layer versions read
     known: int  # layer versions skipped: found clean against the same tombstones before
 
 
-def _tombstone_scan(store, release: str, tombs, fp: str, known) -> _TombstoneScan:
+def _tombstone_scan(store, release: str, tombs, known) -> _TombstoneScan:
     """The no_tombstoned_records scan over the release's layers (its shard spans included: the
     published shards are hard links of the current shard set) and its snapshots' layers, skipping
     versions found clean against the same tombstone set before (deletion/clean_scans.py)."""
     if not len(tombs):
-        return _TombstoneScan([], [], "", 0, 0)
+        return _TombstoneScan([], [], 0, 0)
     scope = {release, *release_snapshots(store.require_current(DEDUP_CLUSTERS, release))}
     cov = ScanCoverage()
     found = scan_for_tombstoned(store, tombs, partitions=scope, known_clean=known, coverage=cov)
     hits = [{k: f[k] for k in ("asset", "partition", "column", "value") if k in f} for f in found]
-    return _TombstoneScan(hits, cov.clean, fp, cov.read, cov.skipped)
+    return _TombstoneScan(hits, cov.clean, cov.read, cov.skipped)
 
 
 def _manifest_bytes(store, release: str, row: dict):

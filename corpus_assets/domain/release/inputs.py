@@ -53,16 +53,13 @@ def _decision_counts(version: LayerVersion) -> Counter:
     manifest kept when the table was written, else (a version written before) the table itself."""
     kept = version.manifest["tables"][DECISIONS_TABLE].get("counts")
     if kept and kept.get("by") == ["stage", "outcome", "reason"]:
-        out: Counter = Counter()
-        for st, oc, rs, n in kept["rows"]:
-            out[(st, oc, rs or "")] += int(n)
-        return out
-    t = version.read_table(DECISIONS_TABLE, columns=["stage", "outcome", "reason"])
-    if t.num_rows == 0:
-        return Counter()
-    g = t.group_by(["stage", "outcome", "reason"]).aggregate([([], "count_all")])
-    out = Counter()
-    for st, oc, rs, n in zip(*(g.column(c).to_pylist() for c in ("stage", "outcome", "reason", "count_all"))):
+        rows = kept["rows"]
+    else:
+        t = version.read_table(DECISIONS_TABLE, columns=["stage", "outcome", "reason"])
+        g = t.group_by(["stage", "outcome", "reason"]).aggregate([([], "count_all")])
+        rows = zip(*(g.column(c).to_pylist() for c in ("stage", "outcome", "reason", "count_all")))
+    out: Counter = Counter()
+    for st, oc, rs, n in rows:
         out[(st, oc, rs or "")] += int(n)  # a null and an empty reason are one reason
     return out
 

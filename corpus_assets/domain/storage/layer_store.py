@@ -22,7 +22,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping, Optional, Union
+from typing import Iterable, Iterator, Mapping, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -92,7 +92,7 @@ def _locked(path: Path):
         os.close(fd)  # closing drops the lock
 
 
-def _row_sizes(table: Union[pa.Table, pa.RecordBatch]) -> np.ndarray:
+def _row_sizes(table: pa.Table) -> np.ndarray:
     """Approximate bytes per row, computed from the row's values only (never from buffer layout):
     string and binary lengths, 8 for any other column."""
     total = np.full(table.num_rows, 8 * table.num_columns, np.int64)
