@@ -108,6 +108,11 @@ def _order(version, split: str) -> list[str]:
     return t.take(pc.sort_indices(t.column("item_index"))).column("record_id").to_pylist()
 
 
+def _spool_line(lines: list[str]) -> str:
+    """What the spool said, from the line that plans the packing."""
+    return next("token views spooled:" + m.split("token views spooled:", 1)[1] for m in lines if "token views spooled:" in m)
+
+
 def _from_tails(spooled: str) -> int:
     """Records the spool took from the previous build's tails, from its log line."""
     return int(spooled.split("(")[-1].split(" records from the previous build's tails")[0])
@@ -125,7 +130,7 @@ def _rebuild_both_ways(world: World, tmp: Path, label: str, policy: PackingPolic
     v_ref, r_ref = _pack(ref, policy, ref.current("packed_shards", RELEASE), reuse_tails=False)
     lines: list[str] = []
     v, r = _pack(world.store, policy, world.store.current("packed_shards", RELEASE), log=lines.append)
-    spooled = next(m for m in lines if m.startswith("token views spooled:"))
+    spooled = _spool_line(lines)
     if sum(r["kept_shards"].values()):  # what a kept shard holds is not even read from the token views
         done, of = (int(x) for x in spooled.split("train ")[1].split(" records")[0].split("/"))
         assert done < of, spooled
@@ -267,5 +272,22 @@ def test_a_view_whose_cache_key_changed_is_not_taken_from_the_tails(tmp_path):
     world.release_layers(view_policy=TokenViewPolicy(max_tokens=399))  # same tokens, new cache keys
     lines: list[str] = []
     _pack(world.store, policy, world.store.current("packed_shards", RELEASE), log=lines.append)
-    spooled = next(m for m in lines if m.startswith("token views spooled:"))
+    spooled = _spool_line(lines)
     assert _from_tails(spooled) == 0, spooled
+
+
+def test_tails_kept_as_list_columns_by_older_code_are_not_read(tmp_path):
+    """A previous build whose tails table has the list columns of older code: the spool reads
+    those views from token_views (it never guesses at another layout)."""
+    from corpus_assets.domain.pack.view_tail import TAILS_TABLE, PreviousTails
+    from corpus_assets.domain.storage.layer_store import TableSpec
+
+    old = pa.schema([("split", pa.string()), ("record_id", pa.string()), ("variant", pa.string()),
+                     ("cache_key", pa.string()), ("n_tokens", pa.int32()), ("input_ids", pa.list_(pa.int32())),
+                     ("loss_mask", pa.list_(pa.uint8())), ("offsets", pa.list_(pa.int32()))])
+    store = LayerStore(tmp_path)
+    with store.new_version("packed_shards", RELEASE, {TAILS_TABLE: TableSpec(old)}, {"old": True}) as w:
+        w.write(TAILS_TABLE, [{"split": "train", "record_id": "docs:0001", "variant": "text", "cache_key": "k",
+                               "n_tokens": 1, "input_ids": [5], "loss_mask": [1], "offsets": [0, 1]}])
+        previous = w.commit()
+    assert PreviousTails.of(previous) is None

@@ -26,6 +26,7 @@ from corpus_assets.domain.layers.decisions import DECISIONS_SCHEMA, DECISIONS_TA
 from corpus_assets.domain.pack.mixture import MIXTURE_PLAN_SCHEMA
 from corpus_assets.domain.storage.layer_store import UNPARTITIONED, TableSpec
 from corpus_assets.domain.tokens.token_views import TOKEN_VIEWS_SCHEMA
+from corpus_assets.domain.storage.layer_store import PLAIN
 
 # --- asset names: the one definition of each ------------------------------------------------------
 
@@ -275,11 +276,14 @@ SHARDS_SCHEMA = pa.schema(
 )
 
 # the token views of the samples that reach the last shard of each split: what the next build of
-# the release packs again (pack/view_tail.py); not for reports, dropped with a deleted record
+# the release packs again (pack/view_tail.py); not for reports, dropped with a deleted record. The
+# token columns are each view's values as little-endian bytes (int32 ids, uint8 mask, int32 offset
+# pairs): every build writes the table and the next reads it, and list columns cost about twice as
+# much both ways.
 TAILS_SCHEMA = pa.schema(
     [("split", pa.string()), ("record_id", pa.string()), ("variant", pa.string()), ("cache_key", pa.string()),
      ("n_tokens", pa.int32())]
-    + [TOKEN_VIEWS_SCHEMA.field(n) for n in ("input_ids", "loss_mask", "offsets")]
+    + [pa.field(n, pa.large_binary(), metadata=PLAIN) for n in ("input_ids_le", "loss_mask_u8", "offsets_le")]
 )
 
 _ID = ("record_id",)

@@ -15,6 +15,10 @@ policy), so the spool holds the same bytes either way, and the packed files do n
 The tail depends only on the plan and the views, not on which shards were kept, so the layer's
 own bytes do not either.
 
+The token columns are bytes (``_as_bytes``), not Arrow lists: the table is written by every
+build and read by the next, and list columns took about twice as long both ways. A previous
+build whose tails are list columns (older code) is not read: its tokens come from token_views.
+
 Why and how: docs/packing.md#rebuilds-that-keep-shards
 """
 
@@ -25,16 +29,16 @@ from typing import Optional
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from corpus_assets.domain.core.arrow_columns import equal_mask, strings
 from corpus_assets.domain.layers.registry import TAILS_SCHEMA
 from corpus_assets.domain.pack.packing import BlockPlan
-from corpus_assets.domain.pack.view_spool import _token_columns
 from corpus_assets.domain.storage.layer_store import LayerVersion
 
 TAILS_TABLE = "tails"
 _IDENTITY = ["split", "record_id", "variant", "cache_key", "n_tokens"]
-_TOKENS = ["n_tokens", "input_ids", "loss_mask", "offsets"]
+_TOKENS = ["n_tokens", "input_ids_le", "loss_mask_u8", "offsets_le"]
 
 
 def tail_start(plan: BlockPlan, shards: int, per_shard: int) -> Optional[int]:
@@ -65,11 +69,40 @@ def tail_table(views, rows: np.ndarray, start: Optional[int], split: str) -> pa.
         "variant": strings(variants),
         "cache_key": strings(views.column("cache_key").take(take)),
         "n_tokens": pa.array(lengths.astype(np.int32), pa.int32()),
-        "input_ids": pa.ListArray.from_arrays(pa.array(bounds.astype(np.int32)), pa.array(ids, pa.int32())),
-        "loss_mask": pa.ListArray.from_arrays(pa.array(bounds.astype(np.int32)), pa.array(mask, pa.uint8())),
-        "offsets": pa.ListArray.from_arrays(pa.array((2 * bounds).astype(np.int32)),
-                                            pa.array(np.ascontiguousarray(offs).reshape(-1), pa.int32())),
+        "input_ids_le": _as_bytes(ids, "<i4", bounds),
+        "loss_mask_u8": _as_bytes(mask, "u1", bounds),
+        "offsets_le": _as_bytes(offs, "<i4", 2 * bounds),
     }, schema=TAILS_SCHEMA)
+
+
+def _as_bytes(values: np.ndarray, dtype: str, bounds: np.ndarray) -> pa.Array:
+    """One binary value per view: its slice ``values[bounds[i]:bounds[i + 1]]`` (flat) as bytes."""
+    data = np.ascontiguousarray(values, dtype=dtype).reshape(-1)
+    step = data.dtype.itemsize
+    return pa.Array.from_buffers(pa.large_binary(), bounds.size - 1,
+                                 [None, pa.py_buffer(np.asarray(bounds * step, np.int64)), pa.py_buffer(data)])
+
+
+def _from_bytes(col: pa.Array, dtype: str) -> np.ndarray:
+    """The values of a ``_as_bytes`` column, concatenated in row order (no copy of the bytes)."""
+    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if col.null_count:
+        raise ValueError("a tails row has no tokens")
+    offsets = np.frombuffer(col.buffers()[1], np.int64)[col.offset:col.offset + len(col) + 1]
+    if not len(col):
+        return np.zeros(0, dtype)
+    return np.frombuffer(col.buffers()[2], np.uint8)[offsets[0]:offsets[-1]].view(dtype)
+
+
+def _tail_tokens(batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """n_tokens, and the flat ids, masks and (n, 2) offsets of a batch of tail rows."""
+    n = np.asarray(batch.column("n_tokens").to_numpy(zero_copy_only=False), dtype=np.int64)
+    ids = _from_bytes(batch.column("input_ids_le"), "<i4").astype(np.int32, copy=False)
+    mask = _from_bytes(batch.column("loss_mask_u8"), "u1")
+    offs = _from_bytes(batch.column("offsets_le"), "<i4").astype(np.int32, copy=False)
+    if ids.size != int(n.sum()) or mask.size != ids.size or offs.size != 2 * ids.size:
+        raise ValueError("tails rows whose n_tokens, input_ids, loss_mask and offsets disagree")
+    return n, ids, mask, offs.reshape(-1, 2)
 
 
 def _same(a: pa.Array, b: pa.Array) -> np.ndarray:
@@ -90,8 +123,11 @@ class PreviousTails:
 
     @classmethod
     def of(cls, previous: Optional[LayerVersion]) -> Optional["PreviousTails"]:
-        """None when there is no previous version or it was written before tails were kept."""
+        """None when there is no previous version, or it was written before tails were kept or
+        while they were list columns (that build's tokens are read from token_views instead)."""
         if previous is None or TAILS_TABLE not in previous.manifest.get("tables", {}):
+            return None
+        if pq.read_schema(previous.table_files(TAILS_TABLE)[0]).names != TAILS_SCHEMA.names:
             return None
         return cls(previous)
 
@@ -131,4 +167,4 @@ class PreviousTails:
             mine = owner[g:g + batch.num_rows]
             g += batch.num_rows
             for k in np.unique(mine[mine >= 0]):
-                yield (names[int(k)], *_token_columns(batch.filter(pa.array(mine == k))))
+                yield (names[int(k)], *_tail_tokens(batch.filter(pa.array(mine == k))))

@@ -103,11 +103,16 @@ def _row_sizes(table: pa.Table) -> np.ndarray:
     return total
 
 
+# field metadata of a column whose values are never repeated (token payloads as bytes): written plain
+PLAIN = {b"parquet_encoding": b"plain"}
+
+
 def _dictionary_columns(schema: pa.Schema) -> list[str]:
-    """The columns Parquet dictionary-encodes: scalar ones. Nested lists (token ids, loss masks,
-    offsets) are written plain: on 22,740 token views a dictionary made them 2.3x larger under
-    zstd (87 vs 38 MB) and the write 1.4x slower (docs/benchmarks.md)."""
-    return [f.name for f in schema if not (pa.types.is_list(f.type) or pa.types.is_large_list(f.type))]
+    """The columns Parquet dictionary-encodes: scalar ones not marked ``PLAIN``. Nested lists
+    (token ids, loss masks, offsets) are written plain: on 22,740 token views a dictionary made
+    them 2.3x larger under zstd (87 vs 38 MB) and the write 1.4x slower (docs/benchmarks.md)."""
+    return [f.name for f in schema
+            if not (pa.types.is_list(f.type) or pa.types.is_large_list(f.type) or (f.metadata or {}) == PLAIN)]
 
 
 @dataclass
