@@ -157,7 +157,7 @@ def test_streaming_build_gives_the_tables_the_dict_build_gave(tmp_path, monkeypa
         assert (clusters["site_a:code.py"]["kind"], clusters["site_a:code.py"]["representative_id"]) == ("exact", "site_b:code.py")
     decisions = new.version.read_table("decisions")
     assert decisions.num_rows == len(clusters) + sum(new.version.manifest["left_out"].values())
-    assert any("candidate records written" in line for line in lines)
+    assert any("whose texts are read" in line for line in lines)
 
 
 def _without_verdicts(files: dict) -> dict:
@@ -213,8 +213,8 @@ def _assert_verdicts_are_real_jaccard(version, store: LayerStore, snapshots: lis
 
 def _candidate_texts_read(lines: list[str]) -> int:
     """How many records' texts a build read for LSH candidates (their shingle sets), from its log."""
-    (line,) = [x for x in lines if "candidate records written" in x]
-    return int(re.search(r"shingle sets of (\d+) candidate records", line).group(1))
+    (line,) = [x for x in lines if "whose texts are read" in x]
+    return int(re.search(r"naming (\d+) records, whose texts are read", line).group(1))
 
 
 def kwargs_less(kwargs: dict) -> dict:
@@ -333,7 +333,7 @@ def test_a_rebuild_reuses_the_previous_verdicts_and_writes_the_same_bytes(tmp_pa
         write_snapshot(LayerStore(home), late, [added], MINHASH)
     again, lines, fresh, fresh_lines = _rebuild_and_fresh(store, LayerStore(homes["fresh"]), snapshots, policy, kwargs)
     assert fresh.memo_hits == 0 and 0 < again.memo_hits < again.candidates
-    assert any(f"({again.memo_hits} known from the previous build)" in line for line in lines)
+    assert any(f"({again.memo_hits} known from the previous build's " in line for line in lines)
     # texts are read only for the records the unknown pairs name: fewer than a build without verdicts reads
     assert 0 < _candidate_texts_read(lines) < _candidate_texts_read(fresh_lines)
     _assert_verdicts_are_real_jaccard(again.version, LayerStore(homes["inc"]), snapshots)

@@ -49,7 +49,6 @@ def dedup_clusters(
         raise ValueError(f"release {name!r} selects no snapshot with materialized minhash_signatures")
     declared = sources.load().sources
     engine = engine_from_env()
-    context.log.info(f"dedup {name}: near dedup in {policy.shards} LSH bucket shard(s) on {engine.describe()}")
     priority = {s.id: s.priority for s in declared}
     s = build_dedup(store, name, snapshots, policy, releases.dedup().minhash, priority,
                     rule=spec.snapshots.retain, incremental_sources={s.id for s in declared if s.kind == "http_crawl"},

@@ -5,7 +5,7 @@ from pydantic import Field
 
 from corpus_assets.domain.core.compute import engine_from_env
 from corpus_assets.domain.layers.registry import MIXTURE_PLAN, PACKED_SHARDS, TOKENIZER, TOKEN_VIEWS
-from corpus_assets.domain.core.progress import Progress
+from corpus_assets.domain.core.progress import SUBPHASE_QUIET_S, Progress
 from corpus_assets.domain.pack.shards_layer import (
     SHARDS_LAYER_VERSION,
     SpanCoverageError,
@@ -59,7 +59,9 @@ def packed_shards_asset(context: dg.AssetExecutionContext, config: PackedShardsC
     where = f"releases/{name}.yaml"
     policy, bos_id = resolve_packing(rspec.packing, tok.tokenizer.token_to_id, where)
     shard_spec, names = rspec.shards, rspec.split.names  # typed and checked when the spec was read
-    progress = Progress(context.log.info, f"packed_shards[{name}]", unit="splits", total=len(names))
+    # a quick step says nothing more than its per-split lines (each a stored Dagster event)
+    progress = Progress(context.log.info, f"packed_shards[{name}]", unit="splits", total=len(names),
+                        quiet_below=SUBPHASE_QUIET_S)
     done: set[str] = set()
 
     def log(msg: str) -> None:

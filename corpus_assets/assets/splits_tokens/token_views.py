@@ -52,9 +52,9 @@ def token_views_asset(
     name = context.partition_key
     policy = releases.spec(name).token_views  # typed and checked when the spec was read
     store = storage.store()
-    progress = Progress(context.log.info, f"token_views[{name}]")
     engine = engine_from_env()
-    context.log.info(f"token_views[{name}]: chunks of {config.task_records} records on the {engine.describe()}")
+    # how the work runs is in every progress line (one stored event each), not a line of its own
+    progress = Progress(context.log.info, f"token_views[{name}] ({config.task_records}-record chunks on the {engine.describe()})")
 
     def on_batch(done: int, total: int, tokens: int) -> None:
         progress.total = total

@@ -365,10 +365,9 @@ def build_dedup(
                 fetched.finish()
 
         row_keys = key_words(records.column("dedup_key").take(pa.array(reps)))
+        # how many pairs it spared is in the near-dedup candidates line
         memo = _previous_memo(previous, row_keys, minhash, scratch / "memo")
-        if log and memo is not None:
-            log(f"{label}: {memo.entries} candidate pair verdicts of the previous build {previous.version} kept")
-        result = sharded_near_dedup(SignatureFile(str(sig_path)), order, lsh, TextPairVerifier(rep_normal_forms, minhash, log),
+        result = sharded_near_dedup(SignatureFile(str(sig_path)), order, lsh, TextPairVerifier(rep_normal_forms, minhash),
                                     workdir=scratch / "near", shards=shards, engine=engine, log=log, memo=memo,
                                     verdicts=True)
         verdicts = verdict_table(row_keys, *result.verdicts)

@@ -444,8 +444,8 @@ def sharded_near_dedup(
             Path(j["named"]).unlink()
         needed = np.flatnonzero(needed_mask).astype(np.int64)
         del needed_mask
-        say(f"near dedup: {stats.pair_emissions} pair emissions ({stats.pivot_pairs} pivot pairs of "
-            f"{stats.capped_buckets} capped buckets) naming {needed.size} records; preparing the verifier")
+        emitted = (f"{stats.pair_emissions} pair emissions ({stats.pivot_pairs} pivot pairs of {stats.capped_buckets} "
+                   f"capped buckets) naming {needed.size} records, whose texts are read")
         ready = verifier.prepare(needed, Path(workdir))
         del needed
         verify_jobs = [{"inputs": [(j["out"], br["offsets"][v], br["offsets"][v + 1]) for j, br in zip(bucket_jobs, bucket_res)],
@@ -460,8 +460,10 @@ def sharded_near_dedup(
         hits = sum(x["memo_hits"] for x in verify_res)
         stats.pairs = candidates
         lo, hi, jac = _load_edges([Path(j["out"]) for j in verify_jobs])
-        known = f" ({hits} known from the previous build)" if memo is not None else ""
-        say(f"near dedup: {candidates} distinct candidate pairs{known}, {lo.size} verified edges (J >= {policy.threshold})")
+        known = f" ({hits} known from the previous build's {memo.entries} verdicts)" if memo is not None else ""
+        # one line for the phase (each is a stored event): long phases log their progress as they go
+        say(f"near dedup: {emitted}; {candidates} distinct candidate pairs{known}, {lo.size} verified edges "
+            f"(J >= {policy.threshold})")
         pairs = np.stack([order[hi], order[lo]], axis=1) if lo.size else np.zeros((0, 2), dtype=np.int64)
         del lo, hi
         result = finish_near_dedup(order, rank, pairs, jac, policy, candidates, stats)

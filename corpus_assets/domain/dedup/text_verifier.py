@@ -66,7 +66,6 @@ class TextPairVerifier:
 
     normal_forms: NormalForms
     policy: MinHashPolicy
-    log: Optional[Callable[[str], None]] = None
 
     def prepare(self, needed: np.ndarray, workdir: Path) -> "ShingleSets":
         needed = np.asarray(needed, dtype=np.int64)
@@ -88,8 +87,6 @@ class TextPairVerifier:
         np.save(workdir / "needed.npy", needed)
         np.save(workdir / "starts.npy", starts)
         np.save(workdir / "lens.npy", lens)
-        if self.log:
-            self.log(f"near dedup: shingle sets of {needed.size} candidate records written ({at * 8 / 2**20:.1f} MiB)")
         return ShingleSets(str(workdir), int(at))
 
 

@@ -274,14 +274,15 @@ def build_packed_shards(
             need[split] = np.zeros(len(sp.table), bool)
             if sp.tasks:
                 need[split][sp.rows[sp.tasks[0].state.sample:]] = True
-        spooled.fill(need, engine, log=log, tails=PreviousTails.of(previous) if reuse_tails else None)
+        spool_lines: list[str] = []  # said with the plan below: one stored log event, not two
+        spooled.fill(need, engine, log=spool_lines.append, tails=PreviousTails.of(previous) if reuse_tails else None)
         for sp in planned.values():
             if sp.tasks:
                 sp.table.save()
         adopted_total = sum(len(p.adopted) for p in planned.values())
         log(f"packed_shards {release}: {sum(1 for v in planned.values() if v.rows.size)} split(s) planned, "
             f"{adopted_total} shard(s) kept from the previous build, "
-            f"{len(tasks)} shard range(s) to pack on the {engine.describe()}")
+            f"{len(tasks)} shard range(s) to pack on the {engine.describe()}; " + "; ".join(spool_lines))
         results = iter(engine.map(pack_task, tasks, name="packed-shards"))
         for split in split_names:
             sp = planned[split]
