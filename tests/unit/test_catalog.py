@@ -34,3 +34,24 @@ def test_crawl_state_upsert_replaces_by_uri(tmp_path):
     cat.upsert_crawl_state("s", "s.2", [CrawlStateRow("u", None, None, "a", "removed")])
     assert cat.crawl_state("s") == {"u": CrawlStateRow("u", None, None, "a", "removed")}
     assert cat.crawl_state("other") == {}
+
+
+def test_a_catalog_file_from_older_code_gets_the_tables_it_lacks(tmp_path):
+    db = tmp_path / "catalog.duckdb"
+    Catalog.at(db).snapshots()  # creates every table and records their digest
+    with Catalog.at(db).transaction() as conn:  # what a file written before release_tombstones looks like
+        conn.execute("DROP TABLE release_tombstones")
+        conn.execute("UPDATE catalog_meta SET value = 'an older schema' WHERE key = 'ddl'")
+    cat = Catalog.at(db)
+    with cat.transaction() as conn:
+        assert conn.execute("SELECT count(*) FROM release_tombstones").fetchone()[0] == 0
+
+
+def test_a_catalog_whose_tables_are_current_is_not_written_to_by_opening_it(tmp_path):
+    db = tmp_path / "catalog.duckdb"
+    Catalog.at(db).snapshots()
+    with Catalog.at(db).transaction() as conn:  # a marker the DDL would not restore if it ran again
+        conn.execute("DELETE FROM catalog_meta WHERE key = 'schema_version'")
+    Catalog.at(db).snapshots()
+    with Catalog.at(db).transaction() as conn:
+        assert conn.execute("SELECT count(*) FROM catalog_meta WHERE key = 'schema_version'").fetchone()[0] == 0
