@@ -702,7 +702,7 @@ class ShardView:
         return self.tokens[i], self.loss_mask[i], self.segment_ids[i]
 
     def spans(self) -> pa.Table:
-        return pq.read_table(self.directory / self.meta["files"]["spans"]["path"])
+        return pq.ParquetFile(self.directory / self.meta["files"]["spans"]["path"]).read()
 
     def close(self) -> None:
         """Drop this view's references to the maps; the files are unmapped once no array taken

@@ -278,7 +278,9 @@ class LayerVersion:
 
     def read_table(self, table: str, columns: Optional[list[str]] = None) -> pa.Table:
         files = self.table_files(table)
-        return pa.concat_tables([pq.read_table(p, columns=columns) for p in files])
+        # ParquetFile.read, not pq.read_table: the same table without a dataset discovery per file
+        # (about 0.4 ms each, on the ~70 reads of a release run)
+        return pa.concat_tables([pq.ParquetFile(p).read(columns=columns) for p in files])
 
     def iter_batches(self, table: str, batch_size: int = 1024, columns: Optional[list[str]] = None) -> Iterator[pa.RecordBatch]:
         """Batches of at most ``batch_size`` rows, read one row group at a time: resident memory
