@@ -4,7 +4,7 @@ import dagster as dg
 
 from corpus_assets.assets.dedup.dedup_clusters import dedup_clusters
 from corpus_assets.domain.tokens.splits_layer import SPLITS_LAYER_CODE_VERSION, build_splits
-from corpus_assets.domain.layers.registry import DEDUP_CLUSTERS
+from corpus_assets.domain.layers.registry import DEDUP_CLUSTERS, SPLITS
 from corpus_assets.metadata import markdown_table, version_metadata
 from corpus_assets.domain.layers.registry import CURATED_RECORDS
 from corpus_assets.partitions import every_snapshot, releases_partitions
@@ -30,7 +30,8 @@ def splits_asset(context: dg.AssetExecutionContext, storage: StorageResource, re
     name = context.partition_key
     policy = releases.spec(name).split  # typed and checked when the spec was read
     store = storage.store()
-    version, report = build_splits(store, name, policy, dedup=store.require_current(DEDUP_CLUSTERS, name))
+    version, report = build_splits(store, name, policy, dedup=store.require_current(DEDUP_CLUSTERS, name),
+                                   earlier=store.current(SPLITS, name))  # u of known groups: not hashed again
     rows = [
         (split, r["target"], r["records"], f"{r['record_share']:.3f}", r["groups"], f"{r['group_share']:.3f}", r["max_group_size"])
         for split, r in report["splits"].items()

@@ -9,6 +9,7 @@ leakage *group*, to hash its key (u(g) is sha256, ``splits.unit_interval``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 import pyarrow as pa
@@ -58,6 +59,23 @@ def leakage_group_column(record_ids, declared_groups, near_components) -> pa.Arr
     return declared.take(pa.array(order[smallest[component]]))
 
 
+def _group_u(groups: pa.Array, salt: str, known: Optional[tuple[pa.Array, pa.Array]]) -> np.ndarray:
+    """u of each distinct group key: taken from ``known`` where it has the key, hashed otherwise."""
+    u = np.full(len(groups), np.nan, dtype=np.float64)
+    if known is not None and len(known[0]):
+        at = pc.index_in(groups, value_set=strings(known[0]))
+        found = np.asarray(pc.is_valid(at).to_numpy(zero_copy_only=False), dtype=bool)
+        taken = np.asarray(pc.fill_null(at, 0).to_numpy(zero_copy_only=False), dtype=np.int64)[found]
+        u[found] = np.asarray(known[1].to_numpy(zero_copy_only=False), dtype=np.float64)[taken]
+    else:
+        found = np.zeros(len(groups), dtype=bool)
+    missing = np.flatnonzero(~found)
+    if missing.size:
+        names = groups.take(pa.array(missing)).to_pylist()
+        u[missing] = np.fromiter((unit_interval(k, salt) for k in names), dtype=np.float64, count=missing.size)
+    return u
+
+
 @dataclass(frozen=True)
 class SplitColumns:
     """Every record's leakage group key, u(group) and split, in the order of the input."""
@@ -68,14 +86,15 @@ class SplitColumns:
     report: dict  # as SplitAssignment.report() gives it
 
 
-def assign_columns(group_keys, policy: SplitPolicy) -> SplitColumns:
+def assign_columns(group_keys, policy: SplitPolicy, known: Optional[tuple[pa.Array, pa.Array]] = None) -> SplitColumns:
     """Split of every record by u of its group key (``SplitPolicy.split_of_u``), and the report
-    ``SplitAssignment.report()`` gives for the same assignment (no group pinned, none quarantined)."""
+    ``SplitAssignment.report()`` gives for the same assignment (no group pinned, none quarantined).
+    ``known``: (group keys, their u) under the same salt, e.g. an earlier build's; only keys not
+    among them are hashed (u is a pure function of salt and key, so the result is the same)."""
     keys = strings(group_keys)
     enc = pc.dictionary_encode(keys)
     codes = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-    u_group = np.fromiter((unit_interval(k, policy.salt) for k in enc.dictionary.to_pylist()),
-                          dtype=np.float64, count=len(enc.dictionary))
+    u_group = _group_u(enc.dictionary, policy.salt, known)
     split_of_group = np.searchsorted(np.asarray(policy.cumulative_boundaries()), u_group, side="right")
     names = policy.names
     split = pa.array(names, pa.string()).take(pa.array(split_of_group[codes]))

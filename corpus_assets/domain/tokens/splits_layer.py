@@ -31,13 +31,17 @@ def build_splits(
     *,
     dedup: LayerVersion,
     previous: Optional[dict[str, str]] = None,
+    earlier: Optional[LayerVersion] = None,
 ) -> tuple[LayerVersion, dict]:
+    """``previous``: published splits to keep (record id -> split). ``earlier``: a splits version
+    of this release (the current one) whose group keys' u this build takes instead of hashing
+    them again, when it was built under the same salt; the result does not depend on it."""
     clusters = dedup.read_table("clusters", columns=["record_id", "source_id", "snapshot", "kind", "group_id"])
     ids = clusters.column("record_id")
     declared = _declared_groups(store, clusters)
     if previous is None:  # columns all the way (every build the splits asset runs)
         keys = leakage_group_column(ids, declared, clusters.column("group_id"))
-        result = assign_columns(keys, policy)
+        result = assign_columns(keys, policy, known=_known_u(earlier, policy))
         group_key, u, splits, report = result.group_key, result.u, result.split, result.report
     else:  # published splits to keep: the record-level rules of splits.assign
         id_list = ids.to_pylist()
@@ -80,6 +84,17 @@ def build_splits(
         version = w.commit(extra_manifest={"report": {k: v for k, v in report.items() if k != "quarantined"},
                                            "quarantined": report["quarantined"]["records"]})
     return version, report
+
+
+def _known_u(earlier: Optional[LayerVersion], policy: SplitPolicy) -> Optional[tuple[pa.Array, pa.Array]]:
+    """(group key, u) of ``earlier``'s records when it hashed them with this salt and this code."""
+    if earlier is None:
+        return None
+    spec, report = earlier.manifest.get("build_spec", {}), earlier.manifest.get("report", {})
+    if spec.get("code_version") != SPLITS_LAYER_CODE_VERSION or report.get("salt") != policy.salt:
+        return None
+    t = earlier.read_table("assignments", columns=["group_key", "u"])
+    return t.column("group_key").combine_chunks(), t.column("u").combine_chunks()
 
 
 def _declared_groups(store: LayerStore, clusters: pa.Table) -> pa.Array:
