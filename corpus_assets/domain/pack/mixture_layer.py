@@ -53,19 +53,22 @@ def default_spec(n_train_records: int) -> MixtureSpec:
     return MixtureSpec(unit="documents", alpha=1.0, budget=max(n_train_records, 1), replacement=False)
 
 
+_VIEW_COLUMNS = ["record_id", "variant", "split", "source_id", "snapshot", "domain", "n_tokens"]
+
+
 def training_units(
-    token_views: LayerVersion, train_split: str, key: str, declared: Sequence[str] = ()
+    views: pa.Table, train_split: str, key: str, declared: Sequence[str] = ()
 ) -> dict[str, SourceUnits]:
-    """{source or tag: SourceUnits} of the training split's packable views. Every name in
+    """{source or tag: SourceUnits} of the training split's packable views (rows of token_views'
+    ``views`` table with ``_VIEW_COLUMNS``). Every name in
     ``declared`` (the sources the release spec names) and every source/tag with views in any
     split is present, empty when it has no training record — so a weight on it is reported as a
     zero-size source, not as an unknown one."""
     col = "source_id" if key == "source" else "domain"
-    t = token_views.read_table("views", columns=["record_id", "variant", "split", col, "n_tokens"])
-    names = set(pc.unique(t.column(col)).to_pylist())
+    names = set(pc.unique(views.column(col)).to_pylist())
     if key == "source":
         names |= set(declared)
-    t = packable_views(t.filter(pc.fill_null(pc.equal(t.column("split"), train_split), False)))
+    t = packable_views(views.filter(pc.fill_null(pc.equal(views.column("split"), train_split), False)))
     # one sort by (source, record id), then a slice per source: columns, no dict per record
     found = {name: SourceUnits(g.column("record_id"), np.asarray(g.column("n_tokens").to_numpy(), dtype=np.int64))
              for name, g in sorted_groups(t.select(["record_id", col, "n_tokens"]), col, ["record_id"]).items()}
@@ -82,7 +85,8 @@ def build_mixture_plan(
     train_split: str = "train",
     declared_sources: Sequence[str] = (),
 ) -> tuple[LayerVersion, dict]:
-    units = training_units(token_views, train_split, spec.key if spec is not None else "source", declared_sources)
+    views = token_views.read_table("views", columns=_VIEW_COLUMNS)  # once, for the units and the decisions
+    units = training_units(views, train_split, spec.key if spec is not None else "source", declared_sources)
     if not any(u.n_records for u in units.values()):
         # An evaluation-only release (or a tiny one): nothing to sample. Validation and test are
         # still packed; the empty plan is reported, not hidden.
@@ -109,17 +113,16 @@ def build_mixture_plan(
     with store.new_version(MIXTURE_PLAN, release, MIXTURE_TABLES, build) as w:
         w.write("plan", table)
         w.write("sources", sources_table(report))
-        w.write(DECISIONS_TABLE, _decisions(token_views, table, train_split, build["spec_version"]))
+        w.write(DECISIONS_TABLE, _decisions(views, table, train_split, build["spec_version"]))
         version = w.commit(extra_manifest={"report": report})
     return version, report
 
 
-def _decisions(token_views: LayerVersion, plan: pa.Table, train_split: str, policy_version: str) -> pa.Table:
+def _decisions(views: pa.Table, plan: pa.Table, train_split: str, policy_version: str) -> pa.Table:
     """How often each record with views is read: a training record as often as the plan draws it
     (never: rejected, ``mixture.not_drawn``), a validation or test record once, in natural order.
     tokens_in = its packable tokens, tokens_out = tokens_in x reads (what packing is given)."""
-    cols = ["record_id", "variant", "split", "source_id", "snapshot", "domain", "n_tokens"]
-    views = packable_views(token_views.read_table("views", columns=cols))
+    views = packable_views(views.select(_VIEW_COLUMNS))
     train = pc.fill_null(pc.equal(views.column("split"), train_split), False)
     if plan.num_rows:  # draws per record, looked up in Arrow (no dict per record)
         drawn = pc.value_counts(plan.column("record_id"))
