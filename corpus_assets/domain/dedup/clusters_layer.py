@@ -527,7 +527,7 @@ def _write_decisions(w, records: pa.Table, ids: pa.Array, kind: np.ndarray, fina
             schema_type=_str(records.column("schema_type"), lo, hi),
             domain=_str(records.column("domain"), lo, hi),
             lang=_str(records.column("lang"), lo, hi),
-            action=_ACTIONS.take(k).to_pylist(),
+            action=_ACTIONS.take(k),
             reason=_REASONS.take(k),
             detail=pc.binary_join_element_wise(_DETAIL_PREFIX.take(k), rep_ids, pa.array(suffix, pa.string()), ""),
             policy_version=policy_version,

@@ -107,8 +107,11 @@ def decisions_from_columns(n: int, **columns: Any) -> pa.Table:
         value = columns.get(field.name)
         if isinstance(value, pa.ChunkedArray):
             value = value.combine_chunks()
-        if value is None or isinstance(value, (str, int)):
-            arrays.append(pa.array([value] * n, field.type))
+        if value is None:
+            arrays.append(pa.nulls(n, field.type))
+            continue
+        if isinstance(value, (str, int)):  # one value for every row: repeated in Arrow, no list of n
+            arrays.append(pa.repeat(pa.scalar(value, field.type), n))
             continue
         array = value.cast(field.type) if isinstance(value, pa.Array) else pa.array(value, field.type)
         if len(array) != n:

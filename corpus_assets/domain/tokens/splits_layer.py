@@ -72,7 +72,7 @@ def build_splits(
     assigned = pc.is_valid(mine.column("split"))
     decisions = decisions_from_columns(
         mine.num_rows, stage="splits", policy_version=pver,
-        action=["accept" if a else "quarantine" for a in assigned.to_pylist()],
+        action=pc.if_else(assigned, "accept", "quarantine"),
         reason=pc.if_else(assigned, "ok", "splits.group_conflict"),
         detail=pc.if_else(assigned, "", "its leakage group's published records are in other splits"),
         record_id=mine.column("record_id"), source_id=mine.column("source_id"), snapshot=mine.column("snapshot"),
