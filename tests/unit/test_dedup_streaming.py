@@ -519,3 +519,21 @@ def test_a_rebuild_reads_only_the_texts_the_previous_byte_classes_do_not_settle(
     assert shared3 == len(sharing)
     # every copy of the purged snapshot is unknown now, every other one is known
     assert known3 == sum(1 for rid in sharing if snap_of[rid] != a_new) < shared3 and read3 > 0
+
+
+@pytest.mark.parametrize("layout", ["same order", "shuffled", "a signature missing"])
+def test_signatures_and_curated_rows_pair_up_as_a_join_would(layout):
+    from corpus_assets.domain.dedup.release_inputs import _aligned
+
+    ids = [f"s:{i:03d}" for i in range(50)]
+    cur = pa.table({"record_id": ids, "cur_pos": list(range(50)), "group_id": [f"g{i % 7}" for i in range(50)]})
+    sig_ids = list(ids)
+    if layout == "shuffled":
+        sig_ids = sig_ids[1::2] + sig_ids[0::2]
+    elif layout == "a signature missing":
+        sig_ids = sig_ids[:20] + sig_ids[21:]
+    sig = pa.table({"record_id": sig_ids, "snapshot": ["s.1"] * len(sig_ids), "sig_pos": list(range(len(sig_ids)))})
+    want = sig.join(cur, keys="record_id", join_type="inner")
+    got = _aligned(sig, cur)
+    assert sorted(got.column_names) == sorted(want.column_names)
+    assert got.select(want.column_names).sort_by("record_id").equals(want.sort_by("record_id"))

@@ -204,7 +204,7 @@ def load_release_inputs(store: LayerStore, snapshots: Sequence[str], view: Relea
         del light
         sig = pa.concat_tables(sig_rows)
         sig = sig.filter(pc.is_in(sig.column("record_id"), value_set=used_ids))
-        joined = sig.join(cur, keys="record_id", join_type="inner")
+        joined = _aligned(sig, cur)
         joined = joined.append_column("part", pa.array(np.full(joined.num_rows, part, dtype=np.int32)))
         if joined.num_rows != len(used_ids) or sig.num_rows != joined.num_rows:
             missing = sorted(set(cur.column("record_id").to_pylist()) ^ set(sig.column("record_id").to_pylist()))
@@ -220,6 +220,17 @@ def load_release_inputs(store: LayerStore, snapshots: Sequence[str], view: Relea
     table = table.take(pc.sort_indices(table, sort_keys=[("record_id", "ascending"), ("part", "ascending")]))
     return ReleaseInputs(_compact(table), _left_out_in_view_order(left_parts, view.excluded), curated, sigs, dtype,
                          dict(sorted(digests.items())))
+
+
+def _aligned(sig: pa.Table, cur: pa.Table) -> pa.Table:
+    """``sig`` inner-joined with ``cur`` on record_id. minhash_signatures writes one row per curated
+    record in the curated order (and a purge drops rows from both), so the rows usually already
+    pair up: then the columns are put side by side instead of hash-joined (the order of the rows
+    does not matter: the caller sorts by record id)."""
+    if sig.num_rows == cur.num_rows and pc.all(pc.equal(sig.column("record_id"), cur.column("record_id"))).as_py() is True:
+        return pa.Table.from_arrays([*sig.columns, *cur.drop_columns(["record_id"]).columns],
+                                    names=[*sig.column_names, *cur.drop_columns(["record_id"]).column_names])
+    return sig.join(cur, keys="record_id", join_type="inner")
 
 
 def _compact(t: pa.Table) -> pa.Table:
