@@ -35,12 +35,11 @@ def tokenizer_asset(context: dg.AssetExecutionContext, storage: StorageResource,
     spec = release_spec.tokenizer_spec()
     store = storage.store()
     started = time.monotonic()
-    context.log.info(f"tokenizer[{name}]: " + (
-        f"taking the tokenizer of build {spec.from_build}" if spec.from_build is not None else
-        f"loading {spec.path}" if spec.path is not None else
-        f"byte-level BPE (vocab {spec.train.vocab_size}) on the training split"
-        + (", frozen: reused while its training settings are unchanged" if spec.freeze else "")))
-    built = build_tokenizer(store, name, spec, splits=store.require_current(SPLITS, name), base_dir=Path(releases.folder))
+    # said only before training, the long case; loading or keeping a tokenizer is in the line below
+    built = build_tokenizer(store, name, spec, splits=store.require_current(SPLITS, name), base_dir=Path(releases.folder),
+                            before_training=lambda: context.log.info(
+                                f"tokenizer[{name}]: training byte-level BPE (vocab {spec.train.vocab_size}) on the training split"
+                                + (", frozen: reused while its training settings are unchanged" if spec.freeze else "")))
     frozen = built.tokenizer
     if frozen.spec.chat_template_version != release_spec.token_views.chat_template:
         raise ValueError(f"release {name!r}: the tokenizer is frozen with chat template {frozen.spec.chat_template_version!r}, "

@@ -422,8 +422,8 @@ def sharded_near_dedup(
         bounds = [(lo, min(n, lo + rows_per)) for lo in range(0, n, rows_per)]
         key_jobs = [{"sig": signatures.path, "rank": str(tmp / "rank.npy"), "lo": lo, "hi": hi, "bands": b,
                      "rows": r, "shards": k, "out": str(tmp / f"keys-{c:06d}.npy")} for c, (lo, hi) in enumerate(bounds)]
-        say(f"near dedup: {n} records, {b} bands x {r} rows, cap {policy.bucket_cap}, {k} shards, "
-            f"{len(key_jobs)} key chunks of {rows_per} rows, on {engine.describe()}")
+        setup = (f"{n} records, {b} bands x {r} rows, cap {policy.bucket_cap}, {k} shards, "
+                 f"{len(key_jobs)} key chunks of {rows_per} rows, on {engine.describe()}")
         key_res = _run(engine, _keys_task, key_jobs, "lsh-keys", log, "near dedup: band keys", "chunks")
         bucket_jobs = [{"inputs": [(j["out"], kr["offsets"][s], kr["offsets"][s + 1]) for j, kr in zip(key_jobs, key_res)],
                         "cap": policy.bucket_cap, "n": n, "parts": k, "out": str(tmp / f"pairs-{s:04d}.npy"),
@@ -462,7 +462,7 @@ def sharded_near_dedup(
         lo, hi, jac = _load_edges([Path(j["out"]) for j in verify_jobs])
         known = f" ({hits} known from the previous build's {memo.entries} verdicts)" if memo is not None else ""
         # one line for the phase (each is a stored event): long phases log their progress as they go
-        say(f"near dedup: {emitted}; {candidates} distinct candidate pairs{known}, {lo.size} verified edges "
+        say(f"near dedup: {setup}: {emitted}; {candidates} distinct candidate pairs{known}, {lo.size} verified edges "
             f"(J >= {policy.threshold})")
         pairs = np.stack([order[hi], order[lo]], axis=1) if lo.size else np.zeros((0, 2), dtype=np.int64)
         del lo, hi

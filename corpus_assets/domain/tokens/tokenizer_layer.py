@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Optional
+from typing import Any, Callable, Iterator, Mapping, Optional
 
 import pyarrow.compute as pc
 from pydantic import ValidationError
@@ -144,9 +144,11 @@ def build_tokenizer(
     splits: LayerVersion,
     base_dir: Optional[Path] = None,
     releases_root: Optional[Path] = None,
+    before_training: Optional[Callable[[], None]] = None,
 ) -> TokenizerBuild:
     """Make (or keep) the release's tokenizer version. ``releases_root`` (default: the data
-    root's ``releases/``) is where ``from_build`` finds the named build."""
+    root's ``releases/``) is where ``from_build`` finds the named build. ``before_training`` is
+    called when a tokenizer is about to be trained (the only long case), e.g. to say so."""
     if spec.from_build is not None:
         return _from_build(store, release, spec, Path(releases_root) if releases_root is not None else store.root.releases)
     if spec.path is not None:
@@ -168,6 +170,8 @@ def build_tokenizer(
             return TokenizerBuild(current, frozen, FROZEN if prov.get("splits_version") != splits.content_digest else TRAINED,
                                   f"frozen: reusing version {current.version} (digest {frozen.digest[:16]}, trained on splits "
                                   f"{str(prov.get('splits_version'))[:16]}, {prov.get('training_records')} records); not retrained")
+    if before_training is not None:
+        before_training()
     texts = training_texts(store, splits)
     if not texts.count:
         raise ValueError(f"release {release!r}: the training split is empty; nothing to train a tokenizer on")
