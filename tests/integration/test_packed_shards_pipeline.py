@@ -22,7 +22,11 @@ SPLIT = "split: {fractions: [0.6, 0.2, 0.2]}\n"
 
 def _build(tmp_path, monkeypatch, body=SPLIT + PAD_TOKENIZER + MIXTURE + PACKING):
     setup_release(tmp_path, monkeypatch, body)
+    import corpus_assets.assets.mixtures_packing.packed_shards as packed_asset
     from corpus_assets.definitions import build_definitions
+
+    # a step this quick logs no progress line (Progress.quiet_below); these tests read the last one
+    monkeypatch.setattr(packed_asset, "SUBPHASE_QUIET_S", 0.0)
 
     defs = build_definitions()
     with dg.instance_for_test() as instance:

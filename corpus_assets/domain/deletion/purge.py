@@ -13,6 +13,7 @@ record" check. The rules and why: docs/deletion.md.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections import Counter
 from typing import Callable, Collection, Iterable, Mapping, Optional
 
 import pyarrow as pa
@@ -368,10 +369,10 @@ class _IdSets:
         return self._arrays[key]
 
 
-def _possible_hits(ids: _IdSets, arg: str, column: pa.ChunkedArray) -> pa.ChunkedArray:
-    """The distinct non-empty values of a string ``column`` that may be tombstoned as ``arg``, by
-    Arrow hash lookups: a superset of the hits (``is_tombstoned`` decides each), found without
-    a Python object per row."""
+def _possible_hits(ids: _IdSets, arg: str, column: pa.ChunkedArray) -> list[tuple[str, int]]:
+    """The distinct values of a string ``column`` that may be tombstoned as ``arg``, each with its
+    number of rows, by Arrow hash lookups: a superset of the hits (``is_tombstoned`` decides each),
+    found without a Python object per row."""
     keys = ids.array(_ARGS[arg], column.type)
     mask = pc.is_in(column, value_set=keys) if keys is not None else None
     sources = ids.array("sources", column.type) if arg == "record_id" else None
@@ -380,13 +381,15 @@ def _possible_hits(ids: _IdSets, arg: str, column: pa.ChunkedArray) -> pa.Chunke
         by_source = pc.and_(pc.match_substring(column, ":"), pc.is_in(prefix, value_set=sources))
         mask = by_source if mask is None else pc.or_(mask, by_source)
     if mask is None:
-        return column.slice(0, 0)
-    return pc.unique(column.filter(pc.fill_null(mask, False)))
+        return []
+    counts = pc.value_counts(column.filter(pc.fill_null(mask, False)))
+    return list(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist()))
 
 
-def without_markers(t: pa.Table, table: Optional[Table]) -> tuple[pa.Table, list[tuple[str, str, str]]]:
-    """The rows of a batch that are not deletion markers (``mark`` tables' deleted outcomes, ``stub``
-    tables' deletion stubs), and a finding for each column in which a stub still holds a value."""
+def without_markers(t: pa.Table, table: Optional[Table]) -> tuple[pa.Table, list[tuple[str, str, str, int]]]:
+    """The rows of a table that are not deletion markers (``mark`` tables' deleted outcomes, ``stub``
+    tables' deletion stubs), and a finding for each column in which stubs still hold a value
+    (column, what, "", how many stubs)."""
     names = t.column_names
     rule = table.purge if table is not None else None
     marker, leaks = None, []
@@ -395,8 +398,9 @@ def without_markers(t: pa.Table, table: Optional[Table]) -> tuple[pa.Table, list
     if "status" in names and rule in (Purge.STUB, None):
         m = pc.fill_null(pc.equal(t.column("status"), DELETED_STATUS), False)
         for c in ("byte_length", "raw_sha256"):
-            if c in names and pc.any(pc.and_(m, pc.is_valid(t.column(c)))).as_py():
-                leaks.append((c, "deletion stub still has a value", ""))
+            held = pc.sum(pc.and_(m, pc.is_valid(t.column(c)))).as_py() if c in names else 0
+            if held:
+                leaks.append((c, "deletion stub still has a value", "", int(held)))
         marker = m if marker is None else pc.or_(marker, m)
     return (t if marker is None else t.filter(pc.invert(marker))), leaks
 
@@ -408,9 +412,10 @@ def id_checks(table: Optional[Table]) -> list[tuple[str, str]]:
 
 
 def _scan_table(ts: TombstoneSet, t: pa.Table, table: Optional[Table],
-                ids: Optional[_IdSets] = None) -> Iterable[tuple[str, str, str]]:
-    """(column, value, request id) of every tombstoned id in a batch, deletion markers excepted.
-    ``ids``: the set's value sets, shared by the batches of one scan."""
+                ids: Optional[_IdSets] = None) -> Iterable[tuple[str, str, str, int]]:
+    """(column, value, request id, rows) of every tombstoned id in a table, deletion markers
+    excepted, and stubs that still hold a value (``without_markers``). ``ids``: the set's value
+    sets, shared by the tables of one scan."""
     ids = ids or _IdSets(ts)
     t, leaks = without_markers(t, table)
     yield from leaks
@@ -420,15 +425,15 @@ def _scan_table(ts: TombstoneSet, t: pa.Table, table: Optional[Table],
             continue
         col = t.column(column)
         if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-            values = _possible_hits(ids, arg, col).to_pylist()
+            values = _possible_hits(ids, arg, col)
         else:  # not a string column: look every distinct value up
-            values = set(col.to_pylist())
-        for value in values:
+            values = Counter(col.to_pylist()).items()
+        for value, rows in values:
             if not value:
                 continue
             hit = ts.is_tombstoned(**{arg: value})
             if hit is not None:
-                yield column, value, hit
+                yield column, value, hit, int(rows)
 
 
 _MARKER_COLUMNS = {"outcome", "status", "byte_length", "raw_sha256"}
@@ -441,10 +446,13 @@ def _scan_version(ts: TombstoneSet, la: Optional[Layer], v: LayerVersion, findin
         cols = [c for c in _names(v, name) if c in wanted]
         if not set(cols) - _MARKER_COLUMNS:
             continue
-        for b in v.iter_batches(name, batch_size=8192, columns=cols):
-            for column, value, request in _scan_table(ts, pa.Table.from_batches([b]), table, ids):
+        # a whole part file at a time (its id columns: at most groups_per_file row groups), so the
+        # tombstones' value sets are hashed once per file, not once per row group
+        for path in v.table_files(name):
+            t = pq.ParquetFile(path).read(columns=cols)
+            for column, value, request, rows in _scan_table(ts, t, table, ids):
                 key = (v.asset, v.partition, v.version, name, column, value, request)
-                findings[key] = findings.get(key, 0) + 1
+                findings[key] = findings.get(key, 0) + rows
 
 
 @dataclass
@@ -493,10 +501,10 @@ def scan_for_tombstoned(store: LayerStore, tombstones: TombstoneSet, partitions:
                     if not path.is_file():
                         continue
                     t = pq.read_table(path, columns=[c for c in ("record_id",) if c in pq.read_schema(path).names])
-                    for column, value, request in _scan_table(tombstones, t, None, ids):
+                    for column, value, request, rows in _scan_table(tombstones, t, None, ids):
                         rel = str(path.relative_to(store.home)) if path.is_relative_to(store.home) else str(path)
                         key = (asset, partition, v.version, rel, column, value, request)
-                        findings[key] = findings.get(key, 0) + 1
+                        findings[key] = findings.get(key, 0) + rows
             if coverage is not None:
                 coverage.read += 1
                 if len(findings) == before:
