@@ -18,9 +18,10 @@ from __future__ import annotations
 import os
 import shutil
 from array import array
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -152,6 +153,17 @@ class SplitViews:
             f = open(self.directory / f"{k}.bin", "r+b")
             f.seek(token_offset * width)
             self._files[k] = f
+
+    @contextmanager
+    def writing_at(self, token_offset: int) -> Iterator[Callable[[np.ndarray, np.ndarray, np.ndarray], None]]:
+        """A writer of (ids, mask, offsets) arrays into the split's preallocated maps from
+        ``token_offset`` on, in the order given; the maps are closed when the block ends."""
+        self._open_at(token_offset)
+        try:
+            yield self._write_maps
+        finally:
+            self._close()
+            self._files = {}
 
     def save(self, directory: Optional[Path] = None) -> None:
         """Write the per-record columns beside the maps (or into ``directory``), for ``load`` in
@@ -365,19 +377,13 @@ class SpooledViews:
         """Write the tokens ``plan[split] = (tail rows, first map token, tokens)`` takes from the
         previous build's tails into each split's maps from that token on, in the tails' order."""
         written = {name: 0 for name in plan}
-        opened: list[str] = []
-        try:
+        with ExitStack() as stack:
+            writers: dict[str, Callable] = {}
             for name, _n, ids, mask, offs in tails.tokens({name: rows for name, (rows, _f, _t) in plan.items()}):
-                sv = self.splits[name]
-                if name not in opened:
-                    sv._open_at(plan[name][1])
-                    opened.append(name)
-                sv._write_maps(ids, mask, offs)
+                if name not in writers:
+                    writers[name] = stack.enter_context(self.splits[name].writing_at(plan[name][1]))
+                writers[name](ids, mask, offs)
                 written[name] += int(ids.size)
-        finally:
-            for name in opened:
-                self.splits[name]._close()
-                self.splits[name]._files = {}
         for name, (_rows, _first, want) in plan.items():
             if written[name] != want:
                 raise RuntimeError(f"view spool of {name}: {written[name]} tokens taken from the previous build's "
