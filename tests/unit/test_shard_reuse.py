@@ -291,3 +291,21 @@ def test_tails_kept_as_list_columns_by_older_code_are_not_read(tmp_path):
                                "n_tokens": 1, "input_ids": [5], "loss_mask": [1], "offsets": [0, 1]}])
         previous = w.commit()
     assert PreviousTails.of(previous) is None
+
+
+def test_tail_token_bytes_give_back_each_views_values():
+    """The tails' byte columns: any run of rows (a slice, a filter, an empty view) gives back the
+    values of those views, concatenated in row order."""
+    from corpus_assets.domain.pack.view_tail import _as_bytes, _from_bytes
+
+    rng = np.random.default_rng(18)
+    lengths = np.array([3, 0, 7, 1, 0, 5])
+    bounds = np.concatenate([[0], np.cumsum(lengths)])
+    ids = rng.integers(0, 2**31 - 1, bounds[-1]).astype(np.int32)
+    col = _as_bytes(ids, "<i4", bounds)
+    views = [ids[bounds[i]:bounds[i + 1]].tolist() for i in range(lengths.size)]
+    assert _from_bytes(col, "<i4").tolist() == ids.tolist()
+    for lo, hi in ((1, 4), (2, 3), (4, 5), (0, 0)):
+        assert _from_bytes(col.slice(lo, hi - lo), "<i4").tolist() == sum(views[lo:hi], [])
+    keep = [True, False, False, True, True, True]
+    assert _from_bytes(col.filter(pa.array(keep)), "<i4").tolist() == sum((v for v, k in zip(views, keep) if k), [])

@@ -88,10 +88,11 @@ def _from_bytes(col: pa.Array, dtype: str) -> np.ndarray:
     col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     if col.null_count:
         raise ValueError("a tails row has no tokens")
-    offsets = np.frombuffer(col.buffers()[1], np.int64)[col.offset:col.offset + len(col) + 1]
-    if not len(col):
+    _validity, offset_buf, data_buf = col.buffers()
+    if not len(col) or data_buf is None:
         return np.zeros(0, dtype)
-    return np.frombuffer(col.buffers()[2], np.uint8)[offsets[0]:offsets[-1]].view(dtype)
+    offsets = np.frombuffer(offset_buf, np.int64)[col.offset:col.offset + len(col) + 1]
+    return np.frombuffer(data_buf, np.uint8)[offsets[0]:offsets[-1]].view(dtype)
 
 
 def _tail_tokens(batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
