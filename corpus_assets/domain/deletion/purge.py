@@ -12,8 +12,8 @@ record" check. The rules and why: docs/deletion.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Callable, Collection, Iterable, Mapping, Optional
 
 import pyarrow as pa
