@@ -228,8 +228,8 @@ def _aligned(sig: pa.Table, cur: pa.Table) -> pa.Table:
     pair up: then the columns are put side by side instead of hash-joined (the order of the rows
     does not matter: the caller sorts by record id)."""
     if sig.num_rows == cur.num_rows and pc.all(pc.equal(sig.column("record_id"), cur.column("record_id"))).as_py() is True:
-        return pa.Table.from_arrays([*sig.columns, *cur.drop_columns(["record_id"]).columns],
-                                    names=[*sig.column_names, *cur.drop_columns(["record_id"]).column_names])
+        rest = cur.drop_columns(["record_id"])
+        return pa.Table.from_arrays([*sig.columns, *rest.columns], names=[*sig.column_names, *rest.column_names])
     return sig.join(cur, keys="record_id", join_type="inner")
 
 

@@ -24,9 +24,8 @@ from corpus_assets.domain.canonical.records import RECORDS_SCHEMA
 from corpus_assets.domain.ingest.raw_items import RAW_SCHEMA
 from corpus_assets.domain.layers.decisions import DECISIONS_SCHEMA, DECISIONS_TABLE
 from corpus_assets.domain.pack.mixture import MIXTURE_PLAN_SCHEMA
-from corpus_assets.domain.storage.layer_store import UNPARTITIONED, TableSpec
+from corpus_assets.domain.storage.layer_store import PLAIN, UNPARTITIONED, TableSpec
 from corpus_assets.domain.tokens.token_views import TOKEN_VIEWS_SCHEMA
-from corpus_assets.domain.storage.layer_store import PLAIN
 
 # --- asset names: the one definition of each ------------------------------------------------------
 

@@ -238,8 +238,15 @@ def _token_columns(batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray, np.nd
     ids = np.asarray(batch.column("input_ids").flatten().to_numpy(zero_copy_only=False), dtype=np.int32)
     mask = np.asarray(batch.column("loss_mask").flatten().to_numpy(zero_copy_only=False), dtype=np.uint8)
     offs = np.asarray(batch.column("offsets").flatten().to_numpy(zero_copy_only=False), dtype=np.int32)
+    return checked_tokens(n, ids, mask, offs, "token_views")
+
+
+def checked_tokens(n: np.ndarray, ids: np.ndarray, mask: np.ndarray, offs: np.ndarray,
+                   what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(n, ids, mask, offsets as (n, 2))`` of rows whose flat token arrays agree with their
+    n_tokens, or a ValueError naming ``what`` the rows came from."""
     if ids.size != int(n.sum()) or mask.size != ids.size or offs.size != 2 * ids.size:
-        raise ValueError("token_views rows whose n_tokens, input_ids, loss_mask and offsets disagree")
+        raise ValueError(f"{what} rows whose n_tokens, input_ids, loss_mask and offsets disagree")
     return n, ids, mask, offs.reshape(-1, 2)
 
 

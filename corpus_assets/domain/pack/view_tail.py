@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 from corpus_assets.domain.core.arrow_columns import equal_mask, strings
 from corpus_assets.domain.layers.registry import TAILS_SCHEMA
 from corpus_assets.domain.pack.packing import BlockPlan
+from corpus_assets.domain.pack.view_spool import checked_tokens
 from corpus_assets.domain.storage.layer_store import LayerVersion
 
 TAILS_TABLE = "tails"
@@ -101,9 +102,7 @@ def _tail_tokens(batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray, np.ndar
     ids = _from_bytes(batch.column("input_ids_le"), "<i4").astype(np.int32, copy=False)
     mask = _from_bytes(batch.column("loss_mask_u8"), "u1")
     offs = _from_bytes(batch.column("offsets_le"), "<i4").astype(np.int32, copy=False)
-    if ids.size != int(n.sum()) or mask.size != ids.size or offs.size != 2 * ids.size:
-        raise ValueError("tails rows whose n_tokens, input_ids, loss_mask and offsets disagree")
-    return n, ids, mask, offs.reshape(-1, 2)
+    return checked_tokens(n, ids, mask, offs, "tails")
 
 
 def _same(a: pa.Array, b: pa.Array) -> np.ndarray:

@@ -22,6 +22,7 @@ from corpus_assets.domain.layers import registry
 from corpus_assets.domain.layers.decisions import DECISIONS_TABLE
 from corpus_assets.domain.layers.registry import (
     CURATED_RECORDS,
+    DECISION_COUNT_COLUMNS,
     DEDUP_CLUSTERS,
     MIXTURE_PLAN,
     PACKED_SHARDS,
@@ -51,13 +52,13 @@ def _peek(store: LayerStore, asset: str, partition: str) -> LayerVersion:
 def _decision_counts(version: LayerVersion) -> Counter:
     """(stage, outcome, reason) -> decisions, from a layer version's decision record: the counts its
     manifest kept when the table was written, else (a version written before) the table itself."""
+    by = list(DECISION_COUNT_COLUMNS)  # (stage, outcome, reason)
     kept = version.manifest["tables"][DECISIONS_TABLE].get("counts")
-    if kept and kept.get("by") == ["stage", "outcome", "reason"]:
+    if kept and kept.get("by") == by:
         rows = kept["rows"]
     else:
-        t = version.read_table(DECISIONS_TABLE, columns=["stage", "outcome", "reason"])
-        g = t.group_by(["stage", "outcome", "reason"]).aggregate([([], "count_all")])
-        rows = zip(*(g.column(c).to_pylist() for c in ("stage", "outcome", "reason", "count_all")))
+        g = version.read_table(DECISIONS_TABLE, columns=by).group_by(by).aggregate([([], "count_all")])
+        rows = zip(*(g.column(c).to_pylist() for c in (*by, "count_all")))
     out: Counter = Counter()
     for st, oc, rs, n in rows:
         out[(st, oc, rs or "")] += int(n)  # a null and an empty reason are one reason

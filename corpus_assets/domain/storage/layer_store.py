@@ -231,7 +231,7 @@ class _TableWriter:
         self.known_sha256[dst] = sha256
         self.rows += rows
         if self.spec.count_by:
-            self._count(pq.read_table(dst, columns=list(self.spec.count_by)))
+            self._count(pq.ParquetFile(dst).read(columns=list(self.spec.count_by)))
         self._file_index += 1
         return dst.name
 
