@@ -30,7 +30,8 @@ from corpus_assets.domain.dedup.release_view import STAGE_OF, SUPERSEDED, Exclud
 from corpus_assets.domain.layers.decisions import DECISIONS_TABLE, decisions_from_columns
 from corpus_assets.domain.layers.registry import CLUSTERS_SCHEMA, CURATED_RECORDS, DEDUP_CLUSTERS, MINHASH_SIGNATURES, layer
 
-DEDUP_CODE_VERSION = "dedup-4"  # 2: the decisions table; 3: the release view (snapshot rule, uses); 4: path preferences in the order
+# the label the pipeline writes today (5 changed only the file layout, which DEDUP_TABLES gives both)
+DEDUP_CODE_VERSION = "dedup-5"
 
 
 class ReleaseDedupPolicy(BaseModel):

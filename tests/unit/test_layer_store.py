@@ -166,6 +166,42 @@ def test_list_columns_are_written_without_a_dictionary(tmp_path):
     assert v.read_table("rows").column("ids").to_pylist()[7] == [7] * 20
 
 
+def test_a_table_may_set_its_own_row_groups_and_plain_columns(tmp_path):
+    """A narrow table written in its own, larger row groups (the store's other tables keep the
+    store's), and a column of unique values written without a dictionary; bytes still do not depend
+    on how the caller batched the rows."""
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([("record_id", pa.string()), ("outcome", pa.string())])
+    specs = {"narrow": TableSpec(schema, rows_per_group=5000, plain=("record_id",)), "wide": TableSpec(schema)}
+    rows = [{"record_id": f"src:{i:06d}", "outcome": "kept" if i % 5 else "removed"} for i in range(7000)]
+
+    def build(root, batch):
+        store = LayerStore(root, rows_per_group=1000)
+        with store.new_version("demo", "p", specs, {"spec": 1}) as w:
+            for start in range(0, len(rows), batch):
+                w.write("narrow", rows[start:start + batch])
+                w.write("wide", rows[start:start + batch])
+            return w.commit()
+
+    v = build(tmp_path / "a", 700)
+
+    def groups(table):
+        return [pq.ParquetFile(p).metadata.row_group(g).num_rows for p in v.table_files(table)
+                for g in range(pq.ParquetFile(p).num_row_groups)]
+
+    assert groups("narrow") == [5000, 2000]
+    assert groups("wide") == [1000] * 7
+    meta = pq.ParquetFile(v.table_files("narrow")[0]).metadata.row_group(0)
+    encodings = {meta.column(c).path_in_schema: set(meta.column(c).encodings) for c in range(meta.num_columns)}
+    assert not encodings["record_id"] & {"RLE_DICTIONARY", "PLAIN_DICTIONARY"}
+    assert "RLE_DICTIONARY" in encodings["outcome"]
+    assert v.read_table("narrow").to_pylist() == rows
+    other = build(tmp_path / "b", 3)
+    assert [f["sha256"] for f in other.manifest["tables"]["narrow"]["files"]] == \
+        [f["sha256"] for f in v.manifest["tables"]["narrow"]["files"]]
+
+
 _KILL_WRITER = r"""
 import sys, pyarrow as pa
 from corpus_assets.domain.storage.layer_store import LayerStore, TableSpec

@@ -54,7 +54,9 @@ from corpus_assets.domain.layers.registry import CLUSTERS_SCHEMA, DEDUP_CLUSTERS
 from corpus_assets.domain.storage.dir_locks import new_staging_dir, unlock
 from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
 
-DEDUP_CODE_VERSION = "dedup-4"  # 2: the decisions table; 3: the release view (snapshot rule, uses); 4: path preferences in the order
+# 2: the decisions table; 3: the release view (snapshot rule, uses); 4: path preferences in the order;
+# 5: narrow tables in 65536-row groups
+DEDUP_CODE_VERSION = "dedup-5"
 
 
 class ReleaseDedupPolicy(BaseModel):
@@ -350,7 +352,9 @@ def build_dedup(
         progress = Progress(log, f"{label}: signatures of exact representatives", total=int(reps.size),
                             quiet_below=SUBPHASE_QUIET_S) if log else None
         sig_path = scratch / "signatures.npy"
-        write_signature_rows(inputs, reps, sig_path, minhash.num_perm, progress)
+        # the near-dedup tasks read the file: from this machine's page cache unless the cluster is remote
+        write_signature_rows(inputs, reps, sig_path, minhash.num_perm, progress,
+                             flush=engine.kind not in ("synchronous", "local"))
         if progress is not None:
             progress.finish()
         lsh = policy.lsh if policy.lsh.num_perm == minhash.num_perm else policy.lsh.model_copy(update={"num_perm": minhash.num_perm})

@@ -262,9 +262,11 @@ def _left_out_in_view_order(parts: list[pa.Table], excluded: list[Excluded]) -> 
 
 
 def write_signature_rows(inputs: ReleaseInputs, indices: np.ndarray, path: Path, num_perm: int,
-                         progress: Optional[Progress] = None) -> np.ndarray:
+                         progress: Optional[Progress] = None, *, flush: bool = True) -> np.ndarray:
     """Signatures of record ``indices`` (in that order) into an ``np.save`` file at ``path``,
-    written through a memory map a row group at a time. Returns the memory-mapped matrix."""
+    written through a memory map a row group at a time. Returns the memory-mapped matrix.
+    ``flush=False`` skips the ``msync``: processes on this machine read the map's pages from the
+    page cache anyway; only readers on other machines (a shared file system) need it."""
     dtype = np.dtype(inputs.signature_dtype or "uint64")
     indices = np.asarray(indices, dtype=np.int64)
     out = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=(indices.size, num_perm))
@@ -273,7 +275,8 @@ def write_signature_rows(inputs: ReleaseInputs, indices: np.ndarray, path: Path,
         row_of[indices] = np.arange(indices.size)
         for idx, rows in inputs.read_rows(indices, "signatures", ["signature"], progress):
             out[row_of[idx]] = _binary_matrix(rows.column("signature"), dtype, num_perm)
-    out.flush()
+    if flush:
+        out.flush()
     return out
 
 

@@ -22,7 +22,8 @@ from corpus_assets.domain.pack.mixture import MIXTURE_PLAN_SCHEMA, MixtureSpec, 
 from corpus_assets.domain.layers.decisions import DECISIONS_TABLE, decisions_from_columns
 from corpus_assets.domain.layers.registry import MIXTURE_PLAN, MIXTURE_SOURCES_SCHEMA, layer
 
-MIXTURE_LAYER_VERSION = "mixture-layer-3"  # 2: the per-source ``sources`` table; 3: the decisions table
+# 2: the per-source ``sources`` table; 3: the decisions table; 4: narrow tables in 65536-row groups
+MIXTURE_LAYER_VERSION = "mixture-layer-4"
 MIXTURE_TABLES = layer(MIXTURE_PLAN).table_specs()
 
 

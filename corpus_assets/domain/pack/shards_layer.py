@@ -64,7 +64,8 @@ from corpus_assets.domain.pack.view_tail import TAILS_TABLE, PreviousTails, tail
 from corpus_assets.domain.layers.decisions import DECISIONS_TABLE, decisions_from_columns
 from corpus_assets.domain.layers.registry import PACKED_SHARDS, layer
 
-SHARDS_LAYER_VERSION = "packed-shards-layer-4"  # 2: the decisions table; 3: shard content keys, order; 4: tails
+# 2: the decisions table; 3: shard content keys, order; 4: tails; 5: decisions in 65536-row groups
+SHARDS_LAYER_VERSION = "packed-shards-layer-5"
 DEFAULT_SEQ_LEN = 2048  # T when the release spec has no packing.seq_len
 
 SHARDS_TABLES = layer(PACKED_SHARDS).table_specs()

@@ -107,12 +107,14 @@ def _row_sizes(table: pa.Table) -> np.ndarray:
 PLAIN = {b"parquet_encoding": b"plain"}
 
 
-def _dictionary_columns(schema: pa.Schema) -> list[str]:
-    """The columns Parquet dictionary-encodes: scalar ones not marked ``PLAIN``. Nested lists
-    (token ids, loss masks, offsets) are written plain: on 22,740 token views a dictionary made
-    them 2.3x larger under zstd (87 vs 38 MB) and the write 1.4x slower (docs/benchmarks.md)."""
+def _dictionary_columns(schema: pa.Schema, plain: tuple[str, ...] = ()) -> list[str]:
+    """The columns Parquet dictionary-encodes: scalar ones not marked ``PLAIN`` and not named in
+    ``plain`` (a table's columns of unique values: record ids). Nested lists (token ids, loss
+    masks, offsets) are written plain: on 22,740 token views a dictionary made them 2.3x larger
+    under zstd (87 vs 38 MB) and the write 1.4x slower (docs/benchmarks.md)."""
     return [f.name for f in schema
-            if not (pa.types.is_list(f.type) or pa.types.is_large_list(f.type) or (f.metadata or {}) == PLAIN)]
+            if not (pa.types.is_list(f.type) or pa.types.is_large_list(f.type) or (f.metadata or {}) == PLAIN
+                    or f.name in plain)]
 
 
 @dataclass
@@ -122,6 +124,10 @@ class TableSpec:
     # columns whose value combinations the manifest counts (``tables.<name>.counts``: rows of
     # [values..., n], sorted): a reader of the counts (a release's decision totals) need not read the table
     count_by: tuple[str, ...] = ()
+    # rows per row group when not the store's (narrow per-record tables: fewer, larger groups)
+    rows_per_group: Optional[int] = None
+    # scalar columns written without a dictionary (values that do not repeat: a dictionary is wasted work)
+    plain: tuple[str, ...] = ()
 
 
 @dataclass
@@ -198,7 +204,7 @@ class _TableWriter:
             path = self.directory / f"part-{self._file_index:05d}.parquet"
             self._writer = pq.ParquetWriter(
                 path, self.spec.schema, compression="zstd", write_statistics=True,
-                use_dictionary=_dictionary_columns(self.spec.schema),
+                use_dictionary=_dictionary_columns(self.spec.schema, self.spec.plain),
             )
             self.files.append(path)
         self._writer.write_table(table, row_group_size=table.num_rows)
@@ -249,7 +255,7 @@ class _TableWriter:
             # An empty table is still a table: write one file with the schema and no rows.
             path = self.directory / "part-00000.parquet"
             pq.write_table(self.spec.schema.empty_table(), path, compression="zstd",
-                           use_dictionary=_dictionary_columns(self.spec.schema))
+                           use_dictionary=_dictionary_columns(self.spec.schema, self.spec.plain))
             self.files.append(path)
 
 
@@ -369,7 +375,7 @@ class VersionWriter:
             if spec.private:
                 os.chmod(d, _PRIVATE_DIR_MODE)
             self._tables[name] = _TableWriter(
-                name, spec, d, rows_per_group, bytes_per_group, groups_per_file
+                name, spec, d, spec.rows_per_group or rows_per_group, bytes_per_group, groups_per_file
             )
         self._done = False
         self.result: Optional[LayerVersion] = None

@@ -19,7 +19,8 @@ from corpus_assets.domain.tokens.splits import SplitPolicy, assign, leakage_grou
 from corpus_assets.domain.layers.decisions import DECISIONS_TABLE, decisions_from_columns
 from corpus_assets.domain.layers.registry import CURATED_RECORDS, SPLITS, layer
 
-SPLITS_LAYER_CODE_VERSION = "splits-layer-2"  # 2: the decisions table (1 was release-layers-1)
+# 2: the decisions table (1 was release-layers-1); 3: narrow tables in 65536-row groups
+SPLITS_LAYER_CODE_VERSION = "splits-layer-3"
 
 SPLITS_TABLES = layer(SPLITS).table_specs()
 
