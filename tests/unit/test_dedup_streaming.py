@@ -135,6 +135,7 @@ def test_streaming_build_gives_the_tables_the_dict_build_gave(tmp_path, monkeypa
     assert _without_verdicts(_files(new.version)) == _without_verdicts(_files(old.version))
     assert _manifest_without_verdicts(new.version) == _manifest_without_verdicts(old.version)
     _assert_verdicts_are_real_jaccard(new.version, LayerStore(home_new), kwargs["snapshots"])
+    _assert_band_keys_are_the_signatures_keys(new.version, LayerStore(home_new), policy.lsh)
     assert (new.records, new.superseded, new.exact, new.near_removed, new.candidates, new.cluster_sizes, new.largest) == (
         old.records, old.superseded, old.exact, old.near_removed, old.candidates, old.cluster_sizes, old.largest)
     assert new.lsh == old.lsh
@@ -161,12 +162,14 @@ def test_streaming_build_gives_the_tables_the_dict_build_gave(tmp_path, monkeypa
 
 
 def _without_verdicts(files: dict) -> dict:
-    return {k: v for k, v in files.items() if k != "pair_verdicts"}
+    return {k: v for k, v in files.items() if k not in ("pair_verdicts", "band_keys")}
 
 
 def _manifest_without_verdicts(version) -> dict:
-    """The manifest but what the baseline never kept: the pair verdicts and the exact memo's curated versions."""
-    m = {k: v for k, v in version.manifest.items() if k not in ("pair_verdicts", "exact_memo", "content_digest", "version")}
+    """The manifest but what the baseline never kept: the pair verdicts, the band keys and the
+    exact memo's curated versions."""
+    m = {k: v for k, v in version.manifest.items()
+         if k not in ("pair_verdicts", "band_keys", "exact_memo", "content_digest", "version")}
     m["tables"] = _without_verdicts(m["tables"])
     return m
 
@@ -186,6 +189,26 @@ def _texts_by_key(store: LayerStore, snapshots: list[str]) -> dict:
             out.setdefault((k0, k1), set()).add(dedup_normal_form(text, domain))
             ids[rid] = (k0, k1)
     return out, ids
+
+
+def _assert_band_keys_are_the_signatures_keys(version, store: LayerStore, lsh) -> None:
+    """Every band_keys row: one exact representative (the representatives of the clusters table
+    not removed as exact copies), keyed by lsh.band_keys from its stored signature."""
+    from corpus_assets.domain.dedup.lsh import band_keys
+    from corpus_assets.domain.layers.registry import MINHASH_SIGNATURES
+
+    bands, rows = lsh.params()
+    assert version.manifest["band_keys"] == {"bands": bands, "rows": rows, "code_version": lsh.record()["code_version"]}
+    got = version.read_table("band_keys").to_pylist()
+    clusters = version.read_table("clusters").to_pylist()
+    assert [(r["snapshot"], r["record_id"]) for r in got] == [
+        (c["snapshot"], c["record_id"]) for c in clusters if c["kind"] != "exact"]
+    for r in got:
+        sigs = store.current(MINHASH_SIGNATURES, r["snapshot"])
+        (row,) = [x for x in sigs.read_table("signatures").to_pylist() if x["record_id"] == r["record_id"]]
+        dtype = np.dtype(sigs.manifest.get("signature_dtype") or "uint64")
+        want = band_keys(np.frombuffer(row["signature"], dtype=dtype)[None, :], bands, rows)[0]
+        assert np.frombuffer(r["keys"], dtype="<u8").tolist() == want.tolist(), r["record_id"]
 
 
 def _assert_verdicts_are_real_jaccard(version, store: LayerStore, snapshots: list[str]) -> None:
@@ -295,7 +318,7 @@ def test_shingle_sets_give_the_jaccard_of_the_texts_and_survive_pickling(tmp_pat
 
 
 def test_dedup_tables_are_the_layer_tables():
-    assert set(DEDUP_TABLES) == {"clusters", "aliases", "edges", "superseded", "pair_verdicts", "decisions"}
+    assert set(DEDUP_TABLES) == {"clusters", "aliases", "edges", "superseded", "pair_verdicts", "band_keys", "decisions"}
 
 
 def _rebuild_and_fresh(store: LayerStore, fresh_store: LayerStore, snapshots: list, policy, kwargs: dict):
@@ -337,6 +360,64 @@ def test_a_rebuild_reuses_the_previous_verdicts_and_writes_the_same_bytes(tmp_pa
     # texts are read only for the records the unknown pairs name: fewer than a build without verdicts reads
     assert 0 < _candidate_texts_read(lines) < _candidate_texts_read(fresh_lines)
     _assert_verdicts_are_real_jaccard(again.version, LayerStore(homes["inc"]), snapshots)
+
+
+def _keyed_before(lines: list[str]) -> int:
+    (line,) = [x for x in lines if x.startswith("near dedup:") and " bands x " in x]
+    return int(re.search(r"rows \((\d+) keyed by the previous build\)", line).group(1))
+
+
+@pytest.mark.parametrize("cap", [None, 2])
+def test_a_rebuild_keys_only_the_signatures_it_has_not_keyed_before(tmp_path, cap):
+    """After a new snapshot, the rebuild takes the band keys of every representative the previous
+    build keyed from the same signatures (the new snapshot's are computed) and writes the same
+    files as a fresh build, also under a bucket cap (whose pivots read every signature). Keys
+    stored under other signatures or other LSH parameters are not taken; the ones it takes really
+    decide the candidates (a forged table changes them)."""
+    from corpus_assets.domain.core.keys import snapshot_key as skey
+
+    homes = {k: tmp_path / k for k in ("inc", "fresh")}
+    late = skey("web", T0 + timedelta(hours=3))
+    for home in homes.values():
+        kwargs = _release(LayerStore(home))
+    policy = ReleaseDedupPolicy(lsh={"threshold": 0.5, "num_perm": 64, "bands": 16, "rows": 4, "bucket_cap": cap})
+    store = LayerStore(homes["inc"])
+    first = build_dedup(store, "r1", kwargs["snapshots"], policy, MINHASH, **kwargs_less(kwargs)).version
+    added = [record_row("web:venv-2", "web", late, _near(VENV, 30)), record_row("web:z", "web", late, ITER)]
+    snapshots = kwargs["snapshots"] + [late]
+    for home in homes.values():
+        write_snapshot(LayerStore(home), late, [added], MINHASH)
+    again, lines, fresh, fresh_lines = _rebuild_and_fresh(store, LayerStore(homes["fresh"]), snapshots, policy, kwargs)
+    before = {(r["snapshot"], r["record_id"]) for r in first.read_table("band_keys", ["snapshot", "record_id"]).to_pylist()}
+    now = [(r["snapshot"], r["record_id"]) for r in again.version.read_table("band_keys", ["snapshot", "record_id"]).to_pylist()]
+    assert _keyed_before(fresh_lines) == 0
+    assert _keyed_before(lines) == sum(1 for k in now if k in before) == len(now) - len(added) > 0
+    if cap is not None:
+        return
+
+    def forged(name: str, keys: bytes, spec_changes: dict = {}, record_changes: dict = {}):
+        """``first`` with every band key replaced by ``keys`` (and its build spec or key record changed)."""
+        t = first.read_table("band_keys")
+        spec = {**first.manifest["build_spec"], **spec_changes}
+        with store.new_version(DEDUP_CLUSTERS, name, {"band_keys": DEDUP_TABLES["band_keys"]}, spec) as w:
+            w.write("band_keys", t.set_column(2, "keys", pa.array([keys] * t.num_rows, pa.binary())))
+            return w.commit(extra_manifest={"band_keys": {**first.manifest["band_keys"], **record_changes}})
+
+    one_bucket = np.ones(16, dtype="<u8").tobytes()  # every known representative in one bucket per band
+    lines = []
+    used = build_dedup(store, "r1", snapshots, policy, MINHASH, **kwargs_less(kwargs), log=lines.append,
+                       previous=forged("forged", one_bucket))
+    assert _keyed_before(lines) > 0 and used.candidates > fresh.candidates
+    for name, spec_changes, record_changes in (
+        ("other-signatures", {"signatures": {k: "0" * 64 for k in first.manifest["build_spec"]["signatures"]}}, {}),
+        ("other-rows", {}, {"rows": 5}),
+        ("other-code", {}, {"code_version": "lsh-0"}),
+    ):
+        lines = []
+        ignored = build_dedup(store, "r1", snapshots, policy, MINHASH, **kwargs_less(kwargs), log=lines.append,
+                              previous=forged(name, one_bucket, spec_changes, record_changes))
+        assert _keyed_before(lines) == 0, name
+        assert _files(ignored.version) == _files(fresh.version), name
 
 
 def test_a_memo_under_other_shingling_is_not_used(tmp_path):

@@ -41,21 +41,22 @@ from pydantic import BaseModel, ConfigDict, Field
 from corpus_assets.domain.core.compute import Engine
 from corpus_assets.domain.core.hashing import canonical_digest, dedup_normal_form
 from corpus_assets.domain.core.progress import SUBPHASE_QUIET_S, Progress
+from corpus_assets.domain.dedup.band_key_cache import BAND_KEYS_TABLE, band_key_rows, band_keys_record, known_band_keys
 from corpus_assets.domain.dedup.exact import exact_arrays, split_by_bytes
 from corpus_assets.domain.dedup.lsh import LshPolicy
 from corpus_assets.domain.dedup.minhash import MinHashPolicy, minhash_policy_version
 from corpus_assets.domain.dedup.release_inputs import ReleaseInputs, load_release_inputs, order_rank, write_signature_rows
 from corpus_assets.domain.dedup.pair_memo import PairMemo, key_words, verdict_table, write_memo
 from corpus_assets.domain.dedup.release_view import STAGE_OF, SUPERSEDED, release_view
-from corpus_assets.domain.dedup.sharded import SignatureFile, sharded_near_dedup
+from corpus_assets.domain.dedup.sharded import KnownKeys, SignatureFile, sharded_near_dedup
 from corpus_assets.domain.dedup.text_verifier import TextPairVerifier
 from corpus_assets.domain.layers.decisions import DECISIONS_TABLE, decisions_from_columns
-from corpus_assets.domain.layers.registry import CLUSTERS_SCHEMA, DEDUP_CLUSTERS, layer
+from corpus_assets.domain.layers.registry import BAND_KEYS_SCHEMA, CLUSTERS_SCHEMA, DEDUP_CLUSTERS, layer
 from corpus_assets.domain.storage.dir_locks import new_staging_dir, unlock
 from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
 
 # 2: the decisions table; 3: the release view (snapshot rule, uses); 4: path preferences in the order;
-# 5: narrow tables in 65536-row groups
+# 5: narrow tables in 65536-row groups, the band_keys table
 DEDUP_CODE_VERSION = "dedup-5"
 
 
@@ -349,15 +350,24 @@ def build_dedup(
             log(f"{label}: {n} records from {len(snapshots)} snapshots; {reps.size} after exact dedup{shared}")
 
         # near dedup among exact representatives: signature rows = reps in record-index order
-        progress = Progress(log, f"{label}: signatures of exact representatives", total=int(reps.size),
+        lsh = policy.lsh if policy.lsh.num_perm == minhash.num_perm else policy.lsh.model_copy(update={"num_perm": minhash.num_perm})
+        bands, band_rows = lsh.params()
+        # band keys the previous build made from the same signatures: their rows' signatures are
+        # not read (unless a bucket cap needs them for pivots)
+        known = known_band_keys(previous, inputs, reps, bands, band_rows, scratch / "known-keys.npy")
+        np.save(scratch / "known.npy", known)
+        complete = lsh.bucket_cap is not None or not known.any()
+        progress = Progress(log, f"{label}: signatures of exact representatives", total=int(reps.size - known.sum()),
                             quiet_below=SUBPHASE_QUIET_S) if log else None
         sig_path = scratch / "signatures.npy"
         # the near-dedup tasks read the file: from this machine's page cache unless the cluster is remote
         write_signature_rows(inputs, reps, sig_path, minhash.num_perm, progress,
-                             flush=engine.kind not in ("synchronous", "local"))
+                             flush=engine.kind not in ("synchronous", "local"),
+                             only=None if complete else np.flatnonzero(~known))
         if progress is not None:
             progress.finish()
-        lsh = policy.lsh if policy.lsh.num_perm == minhash.num_perm else policy.lsh.model_copy(update={"num_perm": minhash.num_perm})
+        known_keys = KnownKeys(str(scratch / "known-keys.npy"), str(scratch / "known.npy"), int(known.sum()), complete)
+        del known
         order = np.argsort(rank[reps], kind="stable").astype(np.int64)
 
         def rep_normal_forms(rows: np.ndarray) -> Iterator[tuple[np.ndarray, list[str]]]:
@@ -371,74 +381,83 @@ def build_dedup(
         row_keys = key_words(records.column("dedup_key").take(pa.array(reps)))
         # how many pairs it spared is in the near-dedup candidates line
         memo = _previous_memo(previous, row_keys, minhash, scratch / "memo")
-        result = sharded_near_dedup(SignatureFile(str(sig_path)), order, lsh, TextPairVerifier(rep_normal_forms, minhash),
-                                    workdir=scratch / "near", shards=shards, engine=engine, log=log, memo=memo,
-                                    verdicts=True)
+        # this build's band keys, for the next: spilled in row order, written with the version
+        keys_spill = scratch / "band-keys.arrow"
+        with pa.ipc.new_file(str(keys_spill), BAND_KEYS_SCHEMA) as spill:
+            result = sharded_near_dedup(
+                SignatureFile(str(sig_path)), order, lsh, TextPairVerifier(rep_normal_forms, minhash),
+                workdir=scratch / "near", shards=shards, engine=engine, log=log, memo=memo, verdicts=True,
+                known_keys=known_keys,
+                on_row_keys=lambda lo, hi, keys: spill.write_table(band_key_rows(inputs, reps[lo:hi], keys)))
         verdicts = verdict_table(row_keys, *result.verdicts)
         del row_keys
 
-    # final representative, kind and leakage group per record
-    final_rep = np.arange(n, dtype=np.int64)
-    final_j = np.ones(n, dtype=np.float64)
-    kind = np.full(n, _REP, dtype=np.int8)
-    group = np.arange(n, dtype=np.int64)
-    near_rep = reps[np.asarray(result.representative, dtype=np.int64)]
-    final_rep[reps] = near_rep
-    final_j[reps] = np.asarray(result.rep_jaccard, dtype=np.float64)
-    kind[reps[near_rep != reps]] = _NEAR
-    group[reps] = reps[np.asarray(result.component, dtype=np.int64)]
-    dup = np.flatnonzero(exact_rep != np.arange(n))
-    e = exact_rep[dup]
-    final_rep[dup] = final_rep[e]
-    final_j[dup] = np.where(final_rep[e] == e, 1.0, final_j[e])
-    kind[dup] = _EXACT
-    group[dup] = group[e]
+        # final representative, kind and leakage group per record
+        final_rep = np.arange(n, dtype=np.int64)
+        final_j = np.ones(n, dtype=np.float64)
+        kind = np.full(n, _REP, dtype=np.int8)
+        group = np.arange(n, dtype=np.int64)
+        near_rep = reps[np.asarray(result.representative, dtype=np.int64)]
+        final_rep[reps] = near_rep
+        final_j[reps] = np.asarray(result.rep_jaccard, dtype=np.float64)
+        kind[reps[near_rep != reps]] = _NEAR
+        group[reps] = reps[np.asarray(result.component, dtype=np.int64)]
+        dup = np.flatnonzero(exact_rep != np.arange(n))
+        e = exact_rep[dup]
+        final_rep[dup] = final_rep[e]
+        final_j[dup] = np.where(final_rep[e] == e, 1.0, final_j[e])
+        kind[dup] = _EXACT
+        group[dup] = group[e]
 
-    ids = records.column("record_id").combine_chunks()
-    sizes = np.bincount(final_rep, minlength=n)
-    size_hist = {int(s): int(c) for s, c in zip(*np.unique(sizes[sizes > 0], return_counts=True))}
-    big = np.flatnonzero(sizes > 1)
-    big = big[np.lexsort((big, -sizes[big]))][:10]  # record-index order is record-id order
-    largest = [(ids[int(i)].as_py(), int(sizes[i])) for i in big]
-    kept = int((kind == _REP).sum())
+        ids = records.column("record_id").combine_chunks()
+        sizes = np.bincount(final_rep, minlength=n)
+        size_hist = {int(s): int(c) for s, c in zip(*np.unique(sizes[sizes > 0], return_counts=True))}
+        big = np.flatnonzero(sizes > 1)
+        big = big[np.lexsort((big, -sizes[big]))][:10]  # record-index order is record-id order
+        largest = [(ids[int(i)].as_py(), int(sizes[i])) for i in big]
+        kept = int((kind == _REP).sum())
 
-    build_spec = {
-        "code_version": DEDUP_CODE_VERSION,
-        "snapshots": sorted(snapshots),
-        "signatures": inputs.signature_digests,
-        "policy": policy.build_record(),
-        "snapshot_rule": rule,
-        "uses": list(view.uses),
-        "lsh": result.policy,
-        "minhash_policy": minhash_policy_version(minhash),
-        # what decides representatives besides the records themselves
-        "representative_order": {"source_priority": dict(sorted(source_priority.items())),
-                                 "primary_locales": primary_locales},
-    }
-    policy_version = canonical_digest(build_spec)[:16]
-    with store.new_version(DEDUP_CLUSTERS, release, DEDUP_TABLES, build_spec) as w:
-        _write_clusters(w, records, ids, final_rep, final_j, kind, group)
-        _write_aliases(w, records, ids, exact_rep, ex.alias_order)
-        _write_edges(w, ids, reps, result.edges, result.edge_jaccard)
-        w.write("superseded", pa.table({"record_id": [e.record_id for e in superseded],
-                                        "snapshot": [e.snapshot for e in superseded],
-                                        "superseded_by": [e.superseded_by for e in superseded]},
-                                       schema=DEDUP_TABLES["superseded"].schema))
-        _write_decisions(w, records, ids, kind, final_rep, final_j, view.excluded, inputs.left_out, policy_version)
-        w.write(VERDICTS_TABLE, verdicts)
-        version = w.commit(
-            extra_manifest={
-                VERDICTS_TABLE: {"shingling": minhash_policy_version(minhash), "pairs": verdicts.num_rows},
-                EXACT_MEMO: {"curated": {v.partition: v.content_digest for v in inputs.curated}},
-                "records": n,
-                "exact": ex.summary,
-                "near_removed": result.removed,
-                "candidates": result.candidates,
-                "kept": kept,
-                "left_out": dict(sorted(view.counts.items())),
-                "policy_digest": policy_version,
-            }
-        )
+        build_spec = {
+            "code_version": DEDUP_CODE_VERSION,
+            "snapshots": sorted(snapshots),
+            "signatures": inputs.signature_digests,
+            "policy": policy.build_record(),
+            "snapshot_rule": rule,
+            "uses": list(view.uses),
+            "lsh": result.policy,
+            "minhash_policy": minhash_policy_version(minhash),
+            # what decides representatives besides the records themselves
+            "representative_order": {"source_priority": dict(sorted(source_priority.items())),
+                                     "primary_locales": primary_locales},
+        }
+        policy_version = canonical_digest(build_spec)[:16]
+        with store.new_version(DEDUP_CLUSTERS, release, DEDUP_TABLES, build_spec) as w:
+            _write_clusters(w, records, ids, final_rep, final_j, kind, group)
+            _write_aliases(w, records, ids, exact_rep, ex.alias_order)
+            _write_edges(w, ids, reps, result.edges, result.edge_jaccard)
+            w.write("superseded", pa.table({"record_id": [e.record_id for e in superseded],
+                                            "snapshot": [e.snapshot for e in superseded],
+                                            "superseded_by": [e.superseded_by for e in superseded]},
+                                           schema=DEDUP_TABLES["superseded"].schema))
+            _write_decisions(w, records, ids, kind, final_rep, final_j, view.excluded, inputs.left_out, policy_version)
+            w.write(VERDICTS_TABLE, verdicts)
+            with pa.ipc.open_file(pa.memory_map(str(keys_spill))) as spilled:
+                for i in range(spilled.num_record_batches):
+                    w.write(BAND_KEYS_TABLE, spilled.get_batch(i))
+            version = w.commit(
+                extra_manifest={
+                    VERDICTS_TABLE: {"shingling": minhash_policy_version(minhash), "pairs": verdicts.num_rows},
+                    BAND_KEYS_TABLE: band_keys_record(bands, band_rows),
+                    EXACT_MEMO: {"curated": {v.partition: v.content_digest for v in inputs.curated}},
+                    "records": n,
+                    "exact": ex.summary,
+                    "near_removed": result.removed,
+                    "candidates": result.candidates,
+                    "kept": kept,
+                    "left_out": dict(sorted(view.counts.items())),
+                    "policy_digest": policy_version,
+                }
+            )
     if log:
         log(f"{label}: done in {time.monotonic() - started:.1f}s; exact removed {ex.summary['duplicates_removed']}, "
             f"near removed {result.removed}, {result.candidates} candidate pairs")

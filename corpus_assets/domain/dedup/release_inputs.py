@@ -29,7 +29,7 @@ from corpus_assets.domain.dedup.release_view import Excluded, ReleaseView
 from corpus_assets.domain.layers.registry import CURATED_RECORDS, MINHASH_SIGNATURES
 from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
 
-__all__ = ["ReleaseInputs", "load_release_inputs", "order_rank", "eligible_column", "write_signature_rows"]
+__all__ = ["ReleaseInputs", "binary_matrix", "load_release_inputs", "order_rank", "eligible_column", "write_signature_rows"]
 
 NO_PRIORITY = 1_000_000  # a source without a declared priority sorts after every declared one
 _LIGHT = ("record_id", "source_id", "governance_json", "schema_type", "domain", "lang", "char_count", "group_id")
@@ -262,26 +262,30 @@ def _left_out_in_view_order(parts: list[pa.Table], excluded: list[Excluded]) -> 
 
 
 def write_signature_rows(inputs: ReleaseInputs, indices: np.ndarray, path: Path, num_perm: int,
-                         progress: Optional[Progress] = None, *, flush: bool = True) -> np.ndarray:
+                         progress: Optional[Progress] = None, *, flush: bool = True,
+                         only: Optional[np.ndarray] = None) -> np.ndarray:
     """Signatures of record ``indices`` (in that order) into an ``np.save`` file at ``path``,
     written through a memory map a row group at a time. Returns the memory-mapped matrix.
-    ``flush=False`` skips the ``msync``: processes on this machine read the map's pages from the
-    page cache anyway; only readers on other machines (a shared file system) need it."""
+    ``only``: the rows to fill (positions into ``indices``, ascending); the others stay zero, file
+    holes nothing reads. ``flush=False`` skips the ``msync``: processes on this machine read the
+    map's pages from the page cache anyway; only readers on other machines need it."""
     dtype = np.dtype(inputs.signature_dtype or "uint64")
     indices = np.asarray(indices, dtype=np.int64)
     out = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=(indices.size, num_perm))
-    if indices.size:
+    wanted = indices if only is None else indices[np.asarray(only, dtype=np.int64)]
+    if wanted.size:
         row_of = np.full(inputs.n, -1, dtype=np.int64)
         row_of[indices] = np.arange(indices.size)
-        for idx, rows in inputs.read_rows(indices, "signatures", ["signature"], progress):
-            out[row_of[idx]] = _binary_matrix(rows.column("signature"), dtype, num_perm)
+        for idx, rows in inputs.read_rows(wanted, "signatures", ["signature"], progress):
+            out[row_of[idx]] = binary_matrix(rows.column("signature"), dtype, num_perm)
     if flush:
         out.flush()
     return out
 
 
-def _binary_matrix(col: pa.ChunkedArray | pa.Array, dtype: np.dtype, num_perm: int) -> np.ndarray:
-    """A binary column of fixed-length signatures as an ``(m, num_perm)`` array (no copy per row)."""
+def binary_matrix(col: pa.ChunkedArray | pa.Array, dtype: np.dtype, num_perm: int) -> np.ndarray:
+    """A binary column of fixed-length rows (signatures, band keys) as an ``(m, num_perm)`` array
+    (no copy per row)."""
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     if arr.null_count:
         raise ValueError("a signature is null")

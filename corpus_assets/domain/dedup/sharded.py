@@ -51,6 +51,7 @@ from corpus_assets.domain.core.progress import SUBPHASE_QUIET_S, Progress
 from corpus_assets.domain.dedup.lsh import (
     CAP_PIVOTS,
     CAP_WINDOW,
+    NO_BUCKET,
     CandidateStats,
     LshPolicy,
     _ragged_arange,
@@ -65,7 +66,7 @@ from corpus_assets.domain.dedup.lsh import (
 from corpus_assets.domain.dedup.near import NearDedupResult, finish_near_dedup
 from corpus_assets.domain.dedup.pair_memo import PairMemo
 
-__all__ = ["SignatureFile", "PairVerifier", "sharded_near_dedup", "REPORT_TOP"]
+__all__ = ["KnownKeys", "SignatureFile", "PairVerifier", "sharded_near_dedup", "REPORT_TOP"]
 
 _CHUNK_BYTES = 64 << 20  # signature bytes per key task
 _VERIFY_BATCH = 1 << 18  # pairs per jaccard_many call
@@ -89,6 +90,20 @@ class SignatureFile:
     @property
     def shape(self) -> tuple[int, int]:
         return tuple(self.open().shape)  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class KnownKeys:
+    """Band keys an earlier build made for some signature rows (``band_key_cache``): ``keys`` an
+    ``np.save``'d ``(n, bands)`` uint64 matrix, ``mask`` an ``np.save``'d bool vector of the rows
+    it holds (``count`` of them). A known row's signature need not be in the signature file
+    (``signatures_complete=False``: it may be zero) unless buckets are capped, whose pivots are
+    chosen by the members' signatures."""
+
+    keys: str
+    mask: str
+    count: int
+    signatures_complete: bool = True
 
 
 class PairVerifier(Protocol):
@@ -130,27 +145,49 @@ def _column_major(sig: np.ndarray, ncols: int, block: int = 1024) -> np.ndarray:
     return out.T
 
 
-def _keys_task(job: dict) -> dict:
-    """Band keys of rows ``lo..hi``, entries grouped by bucket shard into one file."""
-    b, r = job["bands"], job["rows"]
-    sig = np.load(job["sig"], mmap_mode="r")[job["lo"] : job["hi"]]
+def _row_keys(sig: np.ndarray, b: int, r: int) -> np.ndarray:
+    """``(len(sig), b)`` band keys of signature rows (``NO_BUCKET`` in every band of an empty one)."""
     empty = empty_signature_rows(sig)
     cols = _column_major(sig, b * r)
-    del sig
-    rank = np.asarray(np.load(job["rank"], mmap_mode="r")[job["lo"] : job["hi"]])
-    live = ~empty
-    keys, tags, shard_ids = [], [], []
+    out = np.empty((sig.shape[0], b), dtype=np.uint64)
     for band in range(b):
-        key = band_key(cols, band, r, empty)[live]
-        keys.append(key)
-        tags.append(rank[live].astype(np.uint64) | (np.uint64(band) << _TAG_SHIFT))
-        shard_ids.append(_route(key ^ np.uint64(band), _SHARD_SALT, job["shards"]))
-    del cols
-    shard = np.concatenate(shard_ids) if shard_ids else np.zeros(0, dtype=np.uint16)
-    perm = np.argsort(shard, kind="stable")  # uint16: a radix sort
-    out = np.empty((perm.size, 2), dtype=np.uint64)
-    out[:, 0] = np.concatenate(keys)[perm] if keys else 0
-    out[:, 1] = np.concatenate(tags)[perm] if tags else 0
+        out[:, band] = band_key(cols, band, r, empty)
+    return out
+
+
+def _keys_task(job: dict) -> dict:
+    """Band keys of rows ``lo..hi`` (taken from ``known`` where it holds them, computed from the
+    signatures elsewhere), entries grouped by bucket shard into one file; the rows' key matrix too
+    when the job names a ``row_keys`` file."""
+    b, r, lo, hi = job["bands"], job["rows"], job["lo"], job["hi"]
+    known = np.asarray(np.load(job["known_mask"], mmap_mode="r")[lo:hi]) if job.get("known_mask") else None
+    sig = np.load(job["sig"], mmap_mode="r")[lo:hi]
+    if known is None or not known.any():
+        keys_of_rows = _row_keys(sig, b, r)
+    else:
+        keys_of_rows = np.array(np.load(job["known_keys"], mmap_mode="r")[lo:hi], dtype=np.uint64)
+        todo = np.flatnonzero(~known)
+        if todo.size:
+            keys_of_rows[todo] = _row_keys(np.asarray(sig[todo]), b, r)
+    del sig
+    if job.get("row_keys"):
+        np.save(job["row_keys"], keys_of_rows)
+    # band_key gives NO_BUCKET in every band exactly for an empty signature, and never otherwise
+    empty = keys_of_rows[:, 0] == NO_BUCKET
+    rank = np.asarray(np.load(job["rank"], mmap_mode="r")[lo:hi])
+    live = ~empty
+    m = int(live.sum())
+    ranks = rank[live].astype(np.uint64)
+    out = np.empty((m * b, 2), dtype=np.uint64)  # band-major: every entry of band 0, then band 1, ...
+    for band in range(b):
+        out[band * m:(band + 1) * m, 0] = keys_of_rows[live, band]
+        out[band * m:(band + 1) * m, 1] = ranks | (np.uint64(band) << _TAG_SHIFT)
+    del keys_of_rows
+    if job["shards"] > 1:  # grouped by bucket shard, band-major within a shard (a stable radix sort)
+        shard = _route(out[:, 0] ^ (out[:, 1] >> _TAG_SHIFT), _SHARD_SALT, job["shards"])
+        out = out[np.argsort(shard, kind="stable")]
+    else:
+        shard = np.zeros(out.shape[0], dtype=np.uint16)
     np.save(job["out"], out)
     return {"offsets": _group_offsets(shard, job["shards"]), "empty": int(empty.sum())}
 
@@ -371,6 +408,8 @@ def sharded_near_dedup(
     chunk_rows: Optional[int] = None,
     memo: Optional[PairMemo] = None,
     verdicts: bool = False,
+    known_keys: Optional[KnownKeys] = None,
+    on_row_keys: Optional[Callable[[int, int, np.ndarray], None]] = None,
 ) -> NearDedupResult:
     """Near dedup of every row of ``signatures`` under ``policy``; see the module docstring.
     ``shards`` is K (bucket shards = verification partitions); ``engine`` defaults to
@@ -380,7 +419,10 @@ def sharded_near_dedup(
     distinct candidate pair with its Jaccard in ``result.verdicts`` (signature rows ``i < j``, in
     partition order: ``pair_memo.verdict_table`` sorts them by content key), what the next build's
     memo is made of; the driver then holds every candidate pair (24 bytes each), not only the
-    verified edges. Neither changes the result.
+    verified edges. ``known_keys``: band keys an earlier build made for some rows, taken instead
+    of keying those rows again; ``on_row_keys(lo, hi, keys)``: called with every row's band keys,
+    ``(hi - lo, bands)`` uint64, in row order (what a next build's ``known_keys`` is made of).
+    None of these changes the result.
     Intermediate files go to a fresh directory under ``workdir``, removed at the end."""
     if not isinstance(shards, (int, np.integer)) or shards < 1:
         raise ValueError(f"shards must be an integer >= 1, got {shards!r}")
@@ -400,6 +442,8 @@ def sharded_near_dedup(
         raise ValueError(f"at most 2**48 records and 2**16 bands, got {n} and {b}")
     if shards > np.iinfo(np.uint16).max:
         raise ValueError(f"at most {np.iinfo(np.uint16).max} shards, got {shards}")
+    if known_keys is not None and not known_keys.signatures_complete and policy.bucket_cap is not None:
+        raise ValueError("a capped policy chooses pivots by signature: known band keys need every signature row")
     order = np.asarray(order)
     if order.shape != (n,) or not np.issubdtype(order.dtype, np.integer):
         raise ValueError(f"order must be {n} integer record indices (one per signature row), got shape {order.shape}")
@@ -421,10 +465,19 @@ def sharded_near_dedup(
         rows_per = chunk_rows or max(1, _CHUNK_BYTES // max(1, m * _itemsize(signatures)))
         bounds = [(lo, min(n, lo + rows_per)) for lo in range(0, n, rows_per)]
         key_jobs = [{"sig": signatures.path, "rank": str(tmp / "rank.npy"), "lo": lo, "hi": hi, "bands": b,
-                     "rows": r, "shards": k, "out": str(tmp / f"keys-{c:06d}.npy")} for c, (lo, hi) in enumerate(bounds)]
-        setup = (f"{n} records, {b} bands x {r} rows, cap {policy.bucket_cap}, {k} shards, "
+                     "rows": r, "shards": k, "out": str(tmp / f"keys-{c:06d}.npy"),
+                     "known_keys": known_keys.keys if known_keys else None,
+                     "known_mask": known_keys.mask if known_keys else None,
+                     "row_keys": str(tmp / f"row-keys-{c:06d}.npy") if on_row_keys else None}
+                    for c, (lo, hi) in enumerate(bounds)]
+        reused = f" ({known_keys.count} keyed by the previous build)" if known_keys is not None else ""
+        setup = (f"{n} records, {b} bands x {r} rows{reused}, cap {policy.bucket_cap}, {k} shards, "
                  f"{len(key_jobs)} key chunks of {rows_per} rows, on {engine.describe()}")
         key_res = _run(engine, _keys_task, key_jobs, "lsh-keys", log, "near dedup: band keys", "chunks")
+        if on_row_keys is not None:
+            for j in key_jobs:
+                on_row_keys(j["lo"], j["hi"], np.load(j["row_keys"]))
+                Path(j["row_keys"]).unlink()
         bucket_jobs = [{"inputs": [(j["out"], kr["offsets"][s], kr["offsets"][s + 1]) for j, kr in zip(key_jobs, key_res)],
                         "cap": policy.bucket_cap, "n": n, "parts": k, "out": str(tmp / f"pairs-{s:04d}.npy"),
                         "sig": signatures.path, "order": str(tmp / "order.npy"),

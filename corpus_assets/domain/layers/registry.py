@@ -212,6 +212,10 @@ EDGES_SCHEMA = pa.schema([("record_id", pa.string()), ("neighbour_id", pa.string
 VERDICTS_SCHEMA = pa.schema([("a0", pa.uint64()), ("a1", pa.uint64()), ("b0", pa.uint64()), ("b1", pa.uint64()),
                              ("jaccard", pa.float64())])
 SUPERSEDED_SCHEMA = pa.schema([("record_id", pa.string()), ("snapshot", pa.string()), ("superseded_by", pa.string())])
+# One row per exact representative: its LSH band keys (``bands`` little-endian uint64), the next
+# build's cache (``dedup/band_key_cache.py``)
+BAND_KEYS_SCHEMA = pa.schema([("snapshot", pa.string()), ("record_id", pa.string()),
+                              pa.field("keys", pa.binary(), metadata=PLAIN)])
 ASSIGNMENTS_SCHEMA = pa.schema(
     [
         ("record_id", pa.string()),
@@ -361,6 +365,8 @@ LAYERS: tuple[Layer, ...] = (
             "superseded": _narrow(SUPERSEDED_SCHEMA, record_ids=_ID, readable=False),
             # candidate pairs' Jaccard by content key (dedup_key prefixes): the next build's memo
             "pair_verdicts": Table(VERDICTS_SCHEMA, purge=Purge.NONE, readable=False),
+            # band keys of the exact representatives: the next build keys only what it has not seen
+            "band_keys": _narrow(BAND_KEYS_SCHEMA, record_ids=_ID, readable=False),
             DECISIONS_TABLE: _RELEASE_DECISIONS,
         },
         main_table="clusters", build_id=BuildId.CONTENT, on_deletion=OnDeletion.REBUILD,
