@@ -13,7 +13,8 @@ The contract the dedup layer relies on (and tests pin):
 
 Stages (each a list of :meth:`Engine.map` tasks; results combined in task order only):
 
-1. *keys*: row chunks of the memory-mapped matrix -> ``lsh.band_key`` per band -> entries
+1. *keys*: row chunks of the memory-mapped matrix -> ``lsh.band_key`` per band (rows an earlier
+   build keyed take its keys instead: :class:`KnownKeys`, ``band_key_cache``) -> entries
    ``(band, key, rank)`` (rank = position in ``order``), grouped by bucket shard
    ``hash(band, key) % K``, one file per chunk;
 2. *buckets*: shard s reads its slice of every chunk file, sorts by (band, key, rank), emits the
