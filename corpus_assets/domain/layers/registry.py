@@ -298,10 +298,10 @@ DECISION_COUNT_COLUMNS = ("stage", "outcome", "reason")  # what release manifest
 _DECISIONS = Table(DECISIONS_SCHEMA, record_ids=_ID, count_by=DECISION_COUNT_COLUMNS)
 
 # A release layer's narrow per-record tables (a few short columns per record) are rewritten for the
-# whole release by every build, increments included. They are read whole, never by row, so they
-# are written in row groups of this many rows instead of the store's 2048 (sized for token views),
-# with their unique id columns outside the dictionary: a 34k-row decisions table writes in 8-11 ms
-# instead of 19-23 ms and is 1.4-3.8x smaller (docs/benchmarks.md, "Narrow release tables").
+# whole release by every build, increments included, and read whole (band keys: nearly whole), so
+# they are written in row groups of this many rows instead of the store's 2048 (sized for token
+# views), with their unique id columns outside the dictionary: a 34k-row decisions table writes in
+# 8-11 ms instead of 19-23 ms and is 1.4-3.9x smaller (docs/storage.md#layer-store).
 # Token views keep the store's layout: their segment key names it (``token_views_layer.segment_key``).
 NARROW_ROWS_PER_GROUP = 65536
 _RELEASE_DECISIONS = replace(_DECISIONS, rows_per_group=NARROW_ROWS_PER_GROUP, plain=("record_id", "item_id", "detail"))
