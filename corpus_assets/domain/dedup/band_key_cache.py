@@ -73,12 +73,7 @@ def known_band_keys(previous: Optional[LayerVersion], inputs: ReleaseInputs, ind
     same = sorted(s for s, digest in inputs.signature_digests.items() if read.get(s) == digest)
     if not same:
         return known
-    at = pa.array(indices)
-    wanted = pl.DataFrame({
-        "at": np.arange(indices.size, dtype=np.int64),
-        "snapshot": inputs.records.column("snapshot").take(at).combine_chunks().cast(pa.string()),
-        "record_id": inputs.records.column("record_id").take(at).combine_chunks().cast(pa.string()),
-    }).filter(pl.col("snapshot").is_in(same))
+    wanted = inputs.rows_of(indices, same)
     stored = pl.from_arrow(previous.read_table(BAND_KEYS_TABLE, columns=["snapshot", "record_id"])) \
         .with_row_index("pos").filter(pl.col("snapshot").is_in(same))
     match = wanted.join(stored, on=["snapshot", "record_id"], how="inner").sort("pos")

@@ -238,13 +238,7 @@ def _known_classes(previous: Optional[LayerVersion], inputs: ReleaseInputs, cand
     same = [v.partition for v in inputs.curated if prev_curated.get(v.partition) == v.content_digest]
     if not same:
         return unknown
-    at = pa.array(cand)
-    cur = pl.DataFrame({
-        "at": np.arange(cand.size, dtype=np.int64),
-        "record_id": inputs.records.column("record_id").take(at).combine_chunks().cast(pa.string()),
-        "snapshot": inputs.records.column("snapshot").take(at).combine_chunks().cast(pa.string()),
-        "dedup_key": inputs.records.column("dedup_key").take(at).combine_chunks().cast(pa.string()),
-    }).filter(pl.col("snapshot").is_in(same))
+    cur = inputs.rows_of(cand, same, ("record_id", "snapshot", "dedup_key"))
     if not cur.height:
         return unknown
     clusters = pl.from_arrow(previous.read_table("clusters", columns=["record_id", "snapshot"]))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, Optional, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 import polars as pl
@@ -66,6 +66,17 @@ class ReleaseInputs:
 
     def column(self, name: str) -> np.ndarray:
         return self.records.column(name).to_numpy()
+
+    def rows_of(self, indices: np.ndarray, snapshots: Iterable[str],
+                columns: tuple[str, ...] = ("record_id", "snapshot")) -> pl.DataFrame:
+        """Record ``indices`` as a polars frame: ``at`` (the position in ``indices``) and
+        ``columns`` as strings, only the rows from ``snapshots`` (what a previous build's tables
+        are joined with)."""
+        at = pa.array(np.asarray(indices, dtype=np.int64))
+        return pl.DataFrame({
+            "at": np.arange(len(at), dtype=np.int64),
+            **{c: self.records.column(c).take(at).combine_chunks().cast(pa.string()) for c in columns},
+        }).filter(pl.col("snapshot").is_in(list(snapshots)))
 
     def read_rows(self, indices: np.ndarray, which: str, columns: list[str],
                   progress: Optional[Progress] = None) -> Iterator[tuple[np.ndarray, pa.Table]]:
