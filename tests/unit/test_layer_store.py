@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from corpus_assets.domain.core.keys import InvalidKeyError
-from corpus_assets.domain.storage.layer_store import LayerIntegrityError, LayerStore, TableSpec
+from corpus_assets.domain.storage.layer_store import LayerIntegrityError, LayerStore, TableSpec, plain_fields
 
 SCHEMA = pa.schema([("i", pa.int64()), ("text", pa.string()), ("blob", pa.large_binary())])
 TABLES = {"rows": TableSpec(SCHEMA), "secret": TableSpec(pa.schema([("k", pa.string())]), private=True)}
@@ -173,7 +173,7 @@ def test_a_table_may_set_its_own_row_groups_and_plain_columns(tmp_path):
     import pyarrow.parquet as pq
 
     schema = pa.schema([("record_id", pa.string()), ("outcome", pa.string())])
-    specs = {"narrow": TableSpec(schema, rows_per_group=5000, plain=("record_id",)), "wide": TableSpec(schema)}
+    specs = {"narrow": TableSpec(plain_fields(schema, "record_id"), rows_per_group=5000), "wide": TableSpec(schema)}
     rows = [{"record_id": f"src:{i:06d}", "outcome": "kept" if i % 5 else "removed"} for i in range(7000)]
 
     def build(root, batch):

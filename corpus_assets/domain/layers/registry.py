@@ -24,7 +24,7 @@ from corpus_assets.domain.canonical.records import RECORDS_SCHEMA
 from corpus_assets.domain.ingest.raw_items import RAW_SCHEMA
 from corpus_assets.domain.layers.decisions import DECISIONS_SCHEMA, DECISIONS_TABLE
 from corpus_assets.domain.pack.mixture import MIXTURE_PLAN_SCHEMA
-from corpus_assets.domain.storage.layer_store import PLAIN, UNPARTITIONED, TableSpec
+from corpus_assets.domain.storage.layer_store import PLAIN, UNPARTITIONED, TableSpec, plain_fields
 from corpus_assets.domain.tokens.token_views import TOKEN_VIEWS_SCHEMA
 
 # --- asset names: the one definition of each ------------------------------------------------------
@@ -92,13 +92,11 @@ class Table:
     columns: Optional[tuple[str, ...]] = None  # the only columns report models see (None: every scalar column)
     count_by: tuple[str, ...] = ()  # columns whose value combinations the version's manifest counts
     rows_per_group: Optional[int] = None  # None: the store's
-    plain: tuple[str, ...] = ()  # scalar columns written without a dictionary (unique values)
 
     def spec(self) -> TableSpec:
         if self.schema is None:
             raise ValueError("this table's schema is only known when it is written")
-        return TableSpec(self.schema, private=self.private, count_by=self.count_by,
-                         rows_per_group=self.rows_per_group, plain=self.plain)
+        return TableSpec(self.schema, private=self.private, count_by=self.count_by, rows_per_group=self.rows_per_group)
 
     @property
     def item_indexed(self) -> bool:
@@ -304,12 +302,14 @@ _DECISIONS = Table(DECISIONS_SCHEMA, record_ids=_ID, count_by=DECISION_COUNT_COL
 # 8-11 ms instead of 19-23 ms and is 1.4-3.9x smaller (docs/storage.md#layer-store).
 # Token views keep the store's layout: their segment key names it (``token_views_layer.segment_key``).
 NARROW_ROWS_PER_GROUP = 65536
-_RELEASE_DECISIONS = replace(_DECISIONS, rows_per_group=NARROW_ROWS_PER_GROUP, plain=("record_id", "item_id", "detail"))
+_RELEASE_DECISIONS = replace(_DECISIONS, schema=plain_fields(DECISIONS_SCHEMA, "record_id", "item_id", "detail"),
+                             rows_per_group=NARROW_ROWS_PER_GROUP)
 
 
 def _narrow(schema: pa.Schema, *, plain: tuple[str, ...] = ("record_id",), **kw) -> Table:
-    """A release layer's narrow per-record table (``NARROW_ROWS_PER_GROUP``)."""
-    return Table(schema, rows_per_group=NARROW_ROWS_PER_GROUP, plain=plain, **kw)
+    """A release layer's narrow per-record table (``NARROW_ROWS_PER_GROUP``), its ``plain``
+    columns marked ``PLAIN``."""
+    return Table(plain_fields(schema, *plain), rows_per_group=NARROW_ROWS_PER_GROUP, **kw)
 
 # --- the registry ------------------------------------------------------------------------------------
 

@@ -103,18 +103,22 @@ def _row_sizes(table: pa.Table) -> np.ndarray:
     return total
 
 
-# field metadata of a column whose values are never repeated (token payloads as bytes): written plain
+# field metadata of a column whose values are never repeated (token payloads as bytes, record
+# ids): written plain. In the schema, so a file says it and a rewrite (a purge) keeps it.
 PLAIN = {b"parquet_encoding": b"plain"}
 
 
-def _dictionary_columns(schema: pa.Schema, plain: tuple[str, ...] = ()) -> list[str]:
-    """The columns Parquet dictionary-encodes: scalar ones not marked ``PLAIN`` and not named in
-    ``plain`` (a table's columns of unique values: record ids). Nested lists (token ids, loss
-    masks, offsets) are written plain: on 22,740 token views a dictionary made them 2.3x larger
-    under zstd (87 vs 38 MB) and the write 1.4x slower (docs/benchmarks.md)."""
+def plain_fields(schema: pa.Schema, *names: str) -> pa.Schema:
+    """``schema`` with the fields ``names`` marked ``PLAIN``."""
+    return pa.schema([f.with_metadata(PLAIN) if f.name in names else f for f in schema], metadata=schema.metadata)
+
+
+def _dictionary_columns(schema: pa.Schema) -> list[str]:
+    """The columns Parquet dictionary-encodes: scalar ones not marked ``PLAIN``. Nested lists
+    (token ids, loss masks, offsets) are written plain: on 22,740 token views a dictionary made
+    them 2.3x larger under zstd (87 vs 38 MB) and the write 1.4x slower (docs/benchmarks.md)."""
     return [f.name for f in schema
-            if not (pa.types.is_list(f.type) or pa.types.is_large_list(f.type) or (f.metadata or {}) == PLAIN
-                    or f.name in plain)]
+            if not (pa.types.is_list(f.type) or pa.types.is_large_list(f.type) or (f.metadata or {}) == PLAIN)]
 
 
 @dataclass
@@ -126,8 +130,6 @@ class TableSpec:
     count_by: tuple[str, ...] = ()
     # rows per row group when not the store's (narrow per-record tables: fewer, larger groups)
     rows_per_group: Optional[int] = None
-    # scalar columns written without a dictionary (values that do not repeat: a dictionary is wasted work)
-    plain: tuple[str, ...] = ()
 
 
 @dataclass
@@ -204,7 +206,7 @@ class _TableWriter:
             path = self.directory / f"part-{self._file_index:05d}.parquet"
             self._writer = pq.ParquetWriter(
                 path, self.spec.schema, compression="zstd", write_statistics=True,
-                use_dictionary=_dictionary_columns(self.spec.schema, self.spec.plain),
+                use_dictionary=_dictionary_columns(self.spec.schema),
             )
             self.files.append(path)
         self._writer.write_table(table, row_group_size=table.num_rows)
@@ -255,7 +257,7 @@ class _TableWriter:
             # An empty table is still a table: write one file with the schema and no rows.
             path = self.directory / "part-00000.parquet"
             pq.write_table(self.spec.schema.empty_table(), path, compression="zstd",
-                           use_dictionary=_dictionary_columns(self.spec.schema, self.spec.plain))
+                           use_dictionary=_dictionary_columns(self.spec.schema))
             self.files.append(path)
 
 
