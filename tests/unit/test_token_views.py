@@ -312,3 +312,33 @@ def test_offsets_from_byte_lengths_equal_tokenizers_offsets(tok):
         assert np.array_equal(fast, slow)
     # a tokenizer with a normalizer cannot use byte lengths
     assert tv._byte_lengths('{"normalizer": {"type": "NFC"}, "pre_tokenizer": null, "model": {"type": "BPE"}}') is None
+
+
+def test_a_batch_of_mixed_records_gives_the_rows_of_each_record_built_alone(tok):
+    """A task tokenizes its cache misses as one batch and builds their rows as columns; the views
+    and decisions must be the ones each record gets alone (owners, order, counts, rejections)."""
+    import pyarrow as pa
+
+    from corpus_assets.domain.tokens.token_views_tasks import ViewStats, _miss_rows
+
+    pref = _record(PreferencePayload(prompt=[Message(role="user", content="Say hi.")],
+                                     chosen=Message(role="assistant", content="Hi there!"),
+                                     rejected=Message(role="assistant", content="Go away.")), "src:p1")
+    long_doc = _doc("word " * 400, "src:long")
+    chunk = [(_doc("First page.", "src:a"), "train", None), (pref, "test", None), (long_doc, "train", None),
+             (_tool_chat(), "validation", None), (_doc("Last page, a bit longer than the first.", "src:z"), "train", None)]
+    policy = TokenViewPolicy(max_tokens=600)
+    pver = view_policy_version(policy)
+    batch_stats = ViewStats()
+    views, decided = _miss_rows(chunk, tok, pver, policy, batch_stats)
+    alone_stats = ViewStats()
+    alone = [_miss_rows([item], tok, pver, policy, alone_stats) for item in chunk]
+    assert views.equals(pa.concat_tables([v for v, _ in alone if v is not None]))
+    assert decided.equals(pa.concat_tables([d for _, d in alone]))
+    assert batch_stats.to_json() == alone_stats.to_json()
+    # the preference record has two views, the long document none (a reject decision), the rest one
+    assert views.column("record_id").to_pylist() == ["src:a", "src:p1", "src:p1", "src:m1", "src:z"]
+    assert views.column("split").to_pylist() == ["train", "test", "test", "validation", "train"]
+    assert decided.column("action").to_pylist() == ["accept", "accept", "reject", "accept", "accept"]
+    assert decided.column("tokens_out").to_pylist()[1] == sum(views.column("n_tokens").to_pylist()[1:3])
+    assert dict(batch_stats.rejected) == {REASON_TOO_LONG: 1} and batch_stats.tokenized_records == 5

@@ -314,71 +314,72 @@ def _count_columns(stats: ViewStats, splits: list, sources: list, n_tok: np.ndar
 
 def _miss_rows(chunk: Sequence[tuple[Record, str, None]], tok: FrozenTokenizer, pver: str,
                policy: TokenViewPolicy, stats: ViewStats) -> tuple[Optional[pa.Table], pa.Table]:
-    parts, decided = _chunk_rows(chunk, tok, pver, policy, stats)
-    views = pa.concat_tables(parts).combine_chunks() if parts else None
-    return views, pa.Table.from_pylist(decided, schema=DECISIONS_SCHEMA)
-
-
-def _chunk_rows(chunk: Sequence[tuple[Record, str, None]], tok: FrozenTokenizer, pver: str,
-                policy: TokenViewPolicy, stats: ViewStats) -> tuple[list, list]:
-    """Views rows (one table per record) and decision rows of one encode batch of cache misses."""
+    """Views rows and decision rows of one encode batch of cache misses, built as columns for the
+    whole batch (one table, not one per record): the same rows, in record order, as a record at a time."""
+    records = [r for r, _, _ in chunk]
     fresh: dict[str, list] = {}
-    for item in token_views([r for r, _, _ in chunk], tok, policy):
+    for item in token_views(records, tok, policy):
         fresh.setdefault(item.record_id, []).append(item)
-    parts: list[pa.Table] = []
+    views: list[TokenView] = []
+    owners: list[int] = []  # per view: its record's position in ``accepted``
+    accepted: list[int] = []  # chunk positions of the records that have views
     decided: list[dict] = []
-    for record, split, _ in chunk:
-        key = record_key(record, tok, pver)
-        about = dict(policy_version=pver, record_id=record.record_id, source_id=record.source_id,
-                     snapshot=record.snapshot, split=split, schema_type=record.schema_type,
-                     domain=record.domain, lang=record.lang)
+    for k, (record, split, _) in enumerate(chunk):
         stats.tokenized_records += 1
         items = fresh[record.record_id]
         if isinstance(items[0], Rejected):
             rej = items[0]
             stats.rejected[rej.reason] += 1
             decided.append(decision(stage="token_views", action="reject", reason=rej.reason, detail=rej.detail,
-                                    tokens_out=0, **about))
+                                    tokens_out=0, **_about(record, split, pver)))
             continue
-        table = _views_table([v for v in items if isinstance(v, TokenView)])
-        parts.append(_with_identity(table.drop_columns(["cache_key", "record_id"]), record, split, key))
-        _count(stats, split, record.source_id, table)
-        decided.append(decision(stage="token_views", action="accept",
-                                tokens_out=int(pc.sum(table.column("n_tokens")).as_py()), **about))
-    return parts, decided
+        mine = [v for v in items if isinstance(v, TokenView)]
+        owners.extend([len(accepted)] * len(mine))
+        accepted.append(k)
+        views.extend(mine)
+        decided.append({})  # filled below, once the record's token count is known
+    if not accepted:
+        return None, pa.Table.from_pylist(decided, schema=DECISIONS_SCHEMA)
+    table = views_to_table(views)
+    n_tok = table.column("n_tokens").to_numpy().astype(np.int64)
+    labels = np.fromiter((int(v.loss_mask.sum()) for v in views), np.int64, count=len(views))
+    counts = np.bincount(np.asarray(owners, np.int64), minlength=len(accepted))
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    rec_tokens = np.add.reduceat(n_tok, starts)
+    owner = np.asarray(owners, np.int64)
+    acc = [chunk[k] for k in accepted]
+    split_of = [split for _, split, _ in acc]
+    source_of = [r.source_id for r, _, _ in acc]
+
+    def per_view(values: list) -> pa.Array:
+        return pa.array(values, pa.string()).take(pa.array(owner))
+
+    cols = {
+        "record_id": per_view([r.record_id for r, _, _ in acc]),
+        "variant": table.column("variant"),
+        "split": per_view(split_of),
+        "source_id": per_view(source_of),
+        "snapshot": per_view([r.snapshot for r, _, _ in acc]),
+        "domain": per_view([r.domain for r, _, _ in acc]),
+        "cache_key": per_view([record_key(r, tok, pver) for r, _, _ in acc]),
+    }
+    for name in VIEW_TOKEN_COLUMNS:
+        cols[name] = table.column(name) if name != "label_tokens" else pa.array(labels, pa.int32())
+    out = pa.table({k: v.cast(VIEWS_SCHEMA.field(k).type) for k, v in cols.items()}, schema=VIEWS_SCHEMA)
+    for j, (k, (record, split, _)) in enumerate(zip(accepted, acc)):
+        decided[k] = decision(
+            stage="token_views", action="accept", tokens_out=int(rec_tokens[j]), **_about(record, split, pver))
+    _count_columns(stats, split_of, source_of, n_tok, labels, counts, starts)
+    return out, pa.Table.from_pylist(decided, schema=DECISIONS_SCHEMA)
+
+
+def _about(record: Record, split: str, pver: str) -> dict:
+    return dict(policy_version=pver, record_id=record.record_id, source_id=record.source_id, snapshot=record.snapshot,
+                split=split, schema_type=record.schema_type, domain=record.domain, lang=record.lang)
 
 
 def record_key(record: Record, tok: FrozenTokenizer, pver: str) -> str:
     return cache_key(record.record_sha256 or record_digest(record), tok.digest, pver)
-
-
-def _views_table(views: list[TokenView]) -> pa.Table:
-    t = views_to_table(views)
-    labels = pa.array([int(v.loss_mask.sum()) for v in views], pa.int32())
-    return t.append_column("label_tokens", labels)
-
-
-def _with_identity(tokens: pa.Table, record: Record, split: str, key: str) -> pa.Table:
-    n = tokens.num_rows
-    cols = {
-        "record_id": pa.array([record.record_id] * n, pa.string()),
-        "variant": tokens.column("variant"),
-        "split": pa.array([split] * n, pa.string()),
-        "source_id": pa.array([record.source_id] * n, pa.string()),
-        "snapshot": pa.array([record.snapshot] * n, pa.string()),
-        "domain": pa.array([record.domain] * n, pa.string()),
-        "cache_key": pa.array([key] * n, pa.string()),
-    }
-    for name in VIEW_TOKEN_COLUMNS:
-        cols[name] = tokens.column(name)
-    return pa.table(cols, schema=VIEWS_SCHEMA)
-
-
-def _count(stats: ViewStats, split: str, source: str, table: pa.Table) -> None:
-    ns = table.column("n_tokens").to_pylist()
-    ls = table.column("label_tokens").to_pylist()
-    for i, (n, lab) in enumerate(zip(ns, ls)):
-        stats.add_view(split, source, n, lab, i == 0)
 
 
 def map_in_windows(engine: Any, fn: Callable[[Any], Any], items: Sequence[Any], *, window: int,
