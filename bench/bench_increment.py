@@ -24,14 +24,16 @@ the way ``corpus`` / the UI launch it:
   capture     registry_job (untimed); snapshot_job of ``stdlib``
   first       release_job(inc) — the first build (trains and freezes the tokenizer)
   capture     snapshot_job of ``stdlib_new1``
-  increment   release_job(inc) — execute_in_process (the project default executor, in process)
+  full        release_job(full) — the baseline: a full release build of the same records as
+              ``increment`` (base + the first delta), in process, nothing to reuse (its own tokenizer,
+              trained on its own training split, has a digest no stored view was made with)
+  increment   release_job(inc) — execute_in_process (the project default executor, in process),
+              right after ``full``: the two runs of a pair meet the machine in the same state
   capture     snapshot_job of ``stdlib_new2``
   increment2  release_job(inc) — dagster.execute_job with Dagster's multiprocess executor (a
               process per step), the same amount of new work as ``increment`` (skip: --no-multiprocess)
-  full        release_job(full) — the baseline: a full release build of the same records as
-              ``increment2`` (base + both deltas), in process, nothing to reuse (its own tokenizer,
-              trained on its own training split, has a digest no stored view was made with)
-Printed per run: wall clock of the run, the sum of its steps (Dagster's STEP_START -> STEP_SUCCESS)
+Printed per run: wall clock of the run, its CPU time (every thread of the process, and reaped child
+processes), the sum of its steps (Dagster's STEP_START -> STEP_SUCCESS)
 and each step; the token views' tokenized / reused / adopted record counts; the ratios increment / full (target
 <= 10%: the release rebuild alone against a full release build, snapshots already captured), increment / first
 (the same against the run's other full build, of the base records: the spread of the two says how noisy the
@@ -47,8 +49,10 @@ Run:  .venv/bin/python bench/bench_increment.py [--min-chars 600] [--vocab-size 
       [--order append|plan] [--site-packages-mb 0] [--no-multiprocess] [--deletion] [--instance-config FILE]
       [--profile FILE] [--repeat N]
 
-``--repeat N`` runs the increment and the full build N times each from the same stored state and
-reports the runs with the median wall (and every wall): on a noisy machine one run's ratio says little.
+``--repeat N`` runs N pairs (full, then increment), every run from the same stored state, and
+reports the runs with the median wall of each kind, every wall, and the ratio of each pair with
+their median: on a noisy machine one run's ratio says little, and a pair's two runs share the
+machine's state of the moment (until 2026-12-07 15:30 UTC the N increments ran before the N full builds).
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import sys
 import sysconfig
@@ -241,10 +246,10 @@ def main() -> None:
                     help="copy this dagster.yaml into the bench's DAGSTER_HOME (default: none, Dagster's SQLite storage)")
     ap.add_argument("--keep", type=Path, default=None, help="build under this folder and keep it (default: a temp dir)")
     ap.add_argument("--repeat", type=int, default=1,
-                    help="run the increment and the full build this many times each, every time from the same stored "
-                         "state (the data root is copied before the first and restored before each other; Dagster's "
-                         "instance keeps every run), and take the run with the median wall: on a noisy machine one "
-                         "run's ratio says little")
+                    help="run this many pairs (full build, then increment), every run from the same stored state "
+                         "(the data root is copied before the first and restored before each other; Dagster's instance "
+                         "keeps every run); report the runs with the median wall and every pair's ratio: on a noisy "
+                         "machine one run's ratio says little")
     args = ap.parse_args()
     if args.repeat < 1:
         ap.error("--repeat must be >= 1")
@@ -286,8 +291,14 @@ def main() -> None:
         captures[source] = time.perf_counter() - started
         print(f"(not in the release ratio) snapshot_job {key}: {captures[source]:.1f} s", flush=True)
 
+    def cpu_seconds() -> float:
+        """CPU time of this process (every thread: tokenizers and Arrow run their own) and its
+        reaped children (the multiprocess executor's step processes)."""
+        own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
     def release(name: str, how: str = "in_process") -> dict:
-        started = time.perf_counter()
+        started, cpu0 = time.perf_counter(), cpu_seconds()
         if how == "in_process":
             run_id = defs.resolve_job_def("release_job").execute_in_process(
                 instance=instance, partition_key=name, raise_on_error=True).run_id
@@ -299,39 +310,55 @@ def main() -> None:
             with dg.execute_job(recon, instance=instance, tags={"dagster/partition": name}, raise_on_error=True,
                                 run_config={"execution": {"config": {"multiprocess": {"max_concurrent": 1}}}}) as res:
                 run_id = res.run_id
-        wall = time.perf_counter() - started
-        return {"wall": wall, "steps": step_times(instance, run_id), "views": token_view_counts(instance, run_id),
+        wall, cpu = time.perf_counter() - started, cpu_seconds() - cpu0
+        return {"wall": wall, "cpu": cpu, "steps": step_times(instance, run_id), "views": token_view_counts(instance, run_id),
                 "shards": shards_kept(instance, run_id), "scan": tombstone_scan(instance, run_id)}
 
     home = Path(os.environ["CORPUS_HOME"])
     saved = root / "saved-data-root"
 
-    def repeated(name: str, label: str, profile: Optional[Path] = None) -> dict:
-        """``release(name)`` ``--repeat`` times from the data root as it is now (everything under
-        CORPUS_HOME but Dagster's home, which stays live); the run with the median wall, all walls kept."""
+    def save_data_root() -> None:
+        """Everything under CORPUS_HOME but Dagster's home (which stays live and keeps every run)."""
+        shutil.rmtree(saved, ignore_errors=True)
+        shutil.copytree(home, saved, symlinks=True, ignore=lambda d, names: ["dagster"] if Path(d) == home else [])
+
+    def restore_data_root() -> None:
+        for entry in home.iterdir():
+            if entry.name != "dagster":
+                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+        shutil.copytree(saved, home, symlinks=True, dirs_exist_ok=True)
+
+    def paired(profile: Optional[Path] = None) -> tuple[dict, dict, list[float]]:
+        """``--repeat`` pairs of (full build, increment), each run from the data root as it is now,
+        the two runs of a pair back to back so that they meet the machine in the same state; the
+        runs with the median wall of each kind, every wall kept, and the ratio of every pair."""
         if args.repeat > 1:
-            shutil.rmtree(saved, ignore_errors=True)
-            shutil.copytree(home, saved, symlinks=True, ignore=lambda d, names: ["dagster"] if Path(d) == home else [])
-        done = []
+            save_data_root()
+        fulls, incs = [], []
         for i in range(args.repeat):
-            if i:
-                for entry in home.iterdir():
-                    if entry.name != "dagster":
-                        shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
-                shutil.copytree(saved, home, symlinks=True, dirs_exist_ok=True)
+            if args.repeat > 1:
+                restore_data_root()
+            fulls.append(release("full"))
+            if args.repeat > 1:
+                restore_data_root()
             if profile is not None and i == 0:
                 import cProfile
 
                 prof = cProfile.Profile()
-                done.append(prof.runcall(release, name))
+                incs.append(prof.runcall(release, "inc"))
                 prof.dump_stats(str(profile))
             else:
-                done.append(release(name))
-            if args.repeat > 1:
-                print(f"{label} {i + 1}/{args.repeat}: {done[-1]['wall']:.2f} s wall", flush=True)
+                incs.append(release("inc"))
+            print(f"pair {i + 1}/{args.repeat}: full {fulls[-1]['wall']:.2f} s wall ({fulls[-1]['cpu']:.1f} s CPU), "
+                  f"increment {incs[-1]['wall']:.2f} s ({incs[-1]['cpu']:.1f} s CPU): "
+                  f"wall {incs[-1]['wall'] / fulls[-1]['wall']:.1%}, CPU {incs[-1]['cpu'] / fulls[-1]['cpu']:.1%}", flush=True)
         shutil.rmtree(saved, ignore_errors=True)
-        median = sorted(done, key=lambda r: r["wall"])[(len(done) - 1) // 2]
-        return {**median, "walls": [r["wall"] for r in done], "step_sums": [sum(r["steps"].values()) for r in done]}
+
+        def pick(done: list[dict]) -> dict:
+            mid = sorted(done, key=lambda r: r["wall"])[(len(done) - 1) // 2]
+            return {**mid, "walls": [r["wall"] for r in done], "step_sums": [sum(r["steps"].values()) for r in done]}
+
+        return pick(incs), pick(fulls), [(i["wall"] / f["wall"], i["cpu"] / f["cpu"]) for i, f in zip(incs, fulls)]
 
     snapshot("stdlib", 0)
     if args.deletion:
@@ -340,14 +367,14 @@ def main() -> None:
     runs["first"] = release("inc")
     report("first", runs["first"])
     snapshot("stdlib_new1", 10)
-    runs["increment"] = repeated("inc", "increment", args.profile)
+    # the increment ends each pair, so the data root after the pairs holds it: increment2 builds on it
+    runs["increment"], runs["full"], pair_ratios = paired(args.profile)
     report("increment", runs["increment"])
+    report("full (baseline)", runs["full"])
     if not args.no_multiprocess:
         snapshot("stdlib_new2", 20)
         runs["increment2"] = release("inc", "multiprocess")
         report("increment2 (multiprocess executor)", runs["increment2"])
-    runs["full"] = repeated("full", "full (baseline)")
-    report("full (baseline)", runs["full"])
 
     print()
     header = f"{'step':<18}" + "".join(f"{k:>14}" for k in runs)
@@ -356,12 +383,17 @@ def main() -> None:
         print(f"{step:<18}" + "".join(f"{r['steps'].get(step, float('nan')):>14.2f}" for r in runs.values()))
     print(f"{'sum of steps':<18}" + "".join(f"{sum(r['steps'].values()):>14.2f}" for r in runs.values()))
     print(f"{'run wall':<18}" + "".join(f"{r['wall']:>14.2f}" for r in runs.values()))
+    print(f"{'run CPU':<18}" + "".join(f"{r['cpu']:>14.2f}" for r in runs.values()))
     print(f"{'views tok/reu/ado':<18}" + "".join(f"{'%d/%d/%d' % r['views']:>14}" for r in runs.values()))
     print(f"{'shards kept/all':<18}" + "".join(f"{'%d/%d' % r['shards']:>14}" for r in runs.values()))
     inc, full = runs["increment"], runs["full"]
-    print(f"\nincrement / full: wall {inc['wall'] / full['wall']:.1%}, steps {sum(inc['steps'].values()) / sum(full['steps'].values()):.1%} "
-          "(target <= 10%)" + (f"; medians of {args.repeat} runs each" if args.repeat > 1 else ""))
+    print(f"\nincrement / full: wall {inc['wall'] / full['wall']:.1%}, steps {sum(inc['steps'].values()) / sum(full['steps'].values()):.1%}, "
+          f"CPU {inc['cpu'] / full['cpu']:.1%} "
+          "(target <= 10%)" + (f"; median runs of {args.repeat} pairs" if args.repeat > 1 else ""))
     if args.repeat > 1:
+        walls, cpus = [w for w, _ in pair_ratios], [c for _, c in pair_ratios]
+        print("  per pair (full, then the increment right after it), wall: " + " / ".join(f"{r:.1%}" for r in walls)
+              + f", median {median(walls):.1%}; CPU: " + " / ".join(f"{r:.1%}" for r in cpus) + f", median {median(cpus):.1%}")
         print("  increment walls " + " / ".join(f"{w:.2f}" for w in inc["walls"]) + " s; full walls "
               + " / ".join(f"{w:.2f}" for w in full["walls"]) + " s; steps: median increment "
               f"{median(inc['step_sums']):.2f} s / median full {median(full['step_sums']):.2f} s = "
