@@ -19,7 +19,8 @@ Stages (each a list of :meth:`Engine.map` tasks; results combined in task order 
    ``hash(band, key) % K``, one file per chunk;
 2. *buckets*: shard s reads its slice of every chunk file, sorts by (band, key, rank), emits the
    pairs of its buckets (``lsh.run_pairs``: capped buckets keep their pivots and windows), as
-   ``rank_lo * n + rank_hi`` codes routed to K verification partitions by ``hash(code)``; it also
+   ``rank_lo * n + rank_hi`` codes routed to K verification partitions by ``hash(code)`` (with a
+   memo, each code's stored Jaccard or NaN alongside: the memo is looked up here only); it also
    writes the ranks its pairs name and its capped buckets;
 3. driver: ``verifier.prepare(needed)`` once;
 4. *verify*: partition v merges its slices (a pair shared by several bands or shards is one
@@ -281,18 +282,21 @@ def _bucket_task(job: dict) -> dict:
     del p, q
     codes = sorted_unique(np.minimum(rp, rq) * np.int64(n) + np.maximum(rp, rq))
     del rp, rq
-    unknown = codes
+    unknown, known_j = codes, None
     if job["memo"] is not None:  # pairs an earlier build verified need no text
         order = np.load(job["order"], mmap_mode="r")
-        hit, _ = job["memo"].lookup(np.asarray(order[codes // n]), np.asarray(order[codes % n]))
+        hit, known_j = job["memo"].lookup(np.asarray(order[codes // n]), np.asarray(order[codes % n]))
         unknown = codes[~hit]
     named = sorted_unique(np.concatenate([unknown // n, unknown % n]))
     del unknown
     np.save(job["named"], named)
     part = _route(codes, _PART_SALT, parts)
-    np.save(job["out"], codes[np.argsort(part, kind="stable")])
+    by_part = np.argsort(part, kind="stable")  # each partition's codes stay ascending
+    np.save(job["out"], codes[by_part])
+    if known_j is not None:  # the memo's Jaccard (NaN: not known) travels with its pair to verification
+        np.save(job["known"], known_j[by_part])
     offsets = _group_offsets(part, parts)
-    del codes, part
+    del codes, part, by_part, known_j
     # capped buckets: what was done, for the report (members beyond the cap by rank)
     c_start, c_size = starts[capped], sizes[capped]
     cap = job["cap"] or 0
@@ -304,14 +308,33 @@ def _bucket_task(job: dict) -> dict:
     return {"offsets": offsets, "stats": stats.as_dict(), "entries": int(key.size)}
 
 
+def _distinct_pairs(job: dict) -> tuple[np.ndarray, Optional[np.ndarray]]:
+    """A verification partition's distinct pair codes, ascending, and with a memo the Jaccard the
+    bucket tasks looked up for each (NaN: not known). A pair two bucket shards both emitted was
+    looked up by both with the same answer: the first is kept."""
+    inputs = [(path, a, z) for path, a, z in job["inputs"] if z > a]
+    if not inputs:
+        return np.zeros(0, dtype=np.int64), (np.zeros(0, dtype=np.float64) if job["memo"] is not None else None)
+    codes = np.concatenate([np.load(path, mmap_mode="r")[a:z] for path, a, z in inputs])
+    if job["memo"] is None:
+        return sorted_unique(codes), None
+    known = np.concatenate([np.load(job["known"][path], mmap_mode="r")[a:z] for path, a, z in inputs])
+    if len(inputs) > 1:  # one input is one bucket shard's partition: already ascending and distinct
+        srt = np.argsort(codes, kind="stable")
+        codes, known = codes[srt], known[srt]
+        first = np.ones(codes.size, dtype=bool)
+        np.not_equal(codes[1:], codes[:-1], out=first[1:])
+        codes, known = codes[first], known[first]
+    return codes, known
+
+
 def _verify_task(job: dict) -> dict:
-    """One verification partition: distinct pairs, verified once each; edges with J >= tau."""
-    slices = [np.load(path, mmap_mode="r")[a:z] for path, a, z in job["inputs"] if z > a]
-    codes = sorted_unique(np.concatenate(slices)) if slices else np.zeros(0, dtype=np.int64)
-    del slices
+    """One verification partition: distinct pairs, verified once each (a pair whose Jaccard the
+    memo knows is not verified again); edges with J >= tau."""
+    codes, known = _distinct_pairs(job)
     n = job["n"]
     order = np.load(job["order"], mmap_mode="r")
-    verifier, memo = job["verifier"], job["memo"]
+    verifier = job["verifier"]
     lo_parts, hi_parts, j_parts = [], [], []
     all_j: list[np.ndarray] = []
     hits = 0
@@ -320,8 +343,9 @@ def _verify_task(job: dict) -> dict:
         lo, hi = c // n, c % n
         i, j = np.asarray(order[lo]), np.asarray(order[hi])
         pairs = np.stack([np.minimum(i, j), np.maximum(i, j)], axis=1)
-        if memo is not None:
-            hit, jac = memo.lookup(pairs[:, 0], pairs[:, 1])
+        if known is not None:
+            jac = np.array(known[s : s + _VERIFY_BATCH], dtype=np.float64)
+            hit = ~np.isnan(jac)
             hits += int(hit.sum())
         else:
             hit, jac = np.zeros(pairs.shape[0], dtype=bool), np.empty(pairs.shape[0], dtype=np.float64)
@@ -483,7 +507,7 @@ def sharded_near_dedup(
                         "cap": policy.bucket_cap, "n": n, "parts": k, "out": str(tmp / f"pairs-{s:04d}.npy"),
                         "sig": signatures.path, "order": str(tmp / "order.npy"),
                         "named": str(tmp / f"named-{s:04d}.npy"), "capped": str(tmp / f"capped-{s:04d}.npz"),
-                        "memo": memo}
+                        "memo": memo, "known": str(tmp / f"known-{s:04d}.npy")}
                        for s in range(k)]
         bucket_res = _run(engine, _bucket_task, bucket_jobs, "lsh-buckets", log, "near dedup: bucket shards", "shards")
         for j in key_jobs:
@@ -505,11 +529,13 @@ def sharded_near_dedup(
         verify_jobs = [{"inputs": [(j["out"], br["offsets"][v], br["offsets"][v + 1]) for j, br in zip(bucket_jobs, bucket_res)],
                         "n": n, "order": str(tmp / "order.npy"), "verifier": ready, "tau": policy.threshold,
                         "out": str(tmp / f"edges-{v:04d}.npz"), "memo": memo,
+                        "known": {j["out"]: j["known"] for j in bucket_jobs},
                         "verdicts": str(tmp / f"verdicts-{v:04d}.npz") if verdicts else None} for v in range(k)]
         verify_res = _run(engine, _verify_task, verify_jobs, "lsh-verify", log, "near dedup: verified partitions",
                           "partitions")
         for j in bucket_jobs:
             Path(j["out"]).unlink()
+            Path(j["known"]).unlink(missing_ok=True)
         candidates = sum(x["candidates"] for x in verify_res)
         hits = sum(x["memo_hits"] for x in verify_res)
         stats.pairs = candidates
