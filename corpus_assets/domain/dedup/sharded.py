@@ -314,9 +314,9 @@ def _distinct_pairs(job: dict) -> tuple[np.ndarray, Optional[np.ndarray]]:
     looked up by both with the same answer: the first is kept."""
     inputs = [(path, a, z) for path, a, z in job["inputs"] if z > a]
     if not inputs:
-        return np.zeros(0, dtype=np.int64), (np.zeros(0, dtype=np.float64) if job["memo"] is not None else None)
+        return np.zeros(0, dtype=np.int64), (np.zeros(0, dtype=np.float64) if job["known"] is not None else None)
     codes = np.concatenate([np.load(path, mmap_mode="r")[a:z] for path, a, z in inputs])
-    if job["memo"] is None:
+    if job["known"] is None:
         return sorted_unique(codes), None
     known = np.concatenate([np.load(job["known"][path], mmap_mode="r")[a:z] for path, a, z in inputs])
     if len(inputs) > 1:  # one input is one bucket shard's partition: already ascending and distinct
@@ -528,8 +528,9 @@ def sharded_near_dedup(
         del needed
         verify_jobs = [{"inputs": [(j["out"], br["offsets"][v], br["offsets"][v + 1]) for j, br in zip(bucket_jobs, bucket_res)],
                         "n": n, "order": str(tmp / "order.npy"), "verifier": ready, "tau": policy.threshold,
-                        "out": str(tmp / f"edges-{v:04d}.npz"), "memo": memo,
-                        "known": {j["out"]: j["known"] for j in bucket_jobs},
+                        "out": str(tmp / f"edges-{v:04d}.npz"),
+                        # with a memo: each bucket shard's file of looked-up Jaccard values, by its pairs file
+                        "known": {j["out"]: j["known"] for j in bucket_jobs} if memo is not None else None,
                         "verdicts": str(tmp / f"verdicts-{v:04d}.npz") if verdicts else None} for v in range(k)]
         verify_res = _run(engine, _verify_task, verify_jobs, "lsh-verify", log, "near dedup: verified partitions",
                           "partitions")

@@ -321,8 +321,8 @@ def _miss_rows(chunk: Sequence[tuple[Record, str, None]], tok: FrozenTokenizer, 
     for item in token_views(records, tok, policy):
         fresh.setdefault(item.record_id, []).append(item)
     views: list[TokenView] = []
-    owners: list[int] = []  # per view: its record's position in ``accepted``
     accepted: list[int] = []  # chunk positions of the records that have views
+    counts: list[int] = []  # views per accepted record
     decided: list[dict] = []
     for k, (record, split, _) in enumerate(chunk):
         stats.tokenized_records += 1
@@ -334,8 +334,8 @@ def _miss_rows(chunk: Sequence[tuple[Record, str, None]], tok: FrozenTokenizer, 
                                     tokens_out=0, **_about(record, split, pver)))
             continue
         mine = [v for v in items if isinstance(v, TokenView)]
-        owners.extend([len(accepted)] * len(mine))
         accepted.append(k)
+        counts.append(len(mine))
         views.extend(mine)
         decided.append({})  # filled below, once the record's token count is known
     if not accepted:
@@ -343,16 +343,16 @@ def _miss_rows(chunk: Sequence[tuple[Record, str, None]], tok: FrozenTokenizer, 
     table = views_to_table(views)
     n_tok = table.column("n_tokens").to_numpy().astype(np.int64)
     labels = np.fromiter((int(v.loss_mask.sum()) for v in views), np.int64, count=len(views))
-    counts = np.bincount(np.asarray(owners, np.int64), minlength=len(accepted))
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    per_record = np.asarray(counts, np.int64)
+    starts = np.concatenate(([0], np.cumsum(per_record)[:-1]))
     rec_tokens = np.add.reduceat(n_tok, starts)
-    owner = np.asarray(owners, np.int64)
+    owner = pa.array(np.repeat(np.arange(len(accepted), dtype=np.int64), per_record))  # per view: its record in ``acc``
     acc = [chunk[k] for k in accepted]
     split_of = [split for _, split, _ in acc]
     source_of = [r.source_id for r, _, _ in acc]
 
     def per_view(values: list) -> pa.Array:
-        return pa.array(values, pa.string()).take(pa.array(owner))
+        return pa.array(values, pa.string()).take(owner)
 
     cols = {
         "record_id": per_view([r.record_id for r, _, _ in acc]),
@@ -369,7 +369,7 @@ def _miss_rows(chunk: Sequence[tuple[Record, str, None]], tok: FrozenTokenizer, 
     for j, (k, (record, split, _)) in enumerate(zip(accepted, acc)):
         decided[k] = decision(
             stage="token_views", action="accept", tokens_out=int(rec_tokens[j]), **_about(record, split, pver))
-    _count_columns(stats, split_of, source_of, n_tok, labels, counts, starts)
+    _count_columns(stats, split_of, source_of, n_tok, labels, per_record, starts)
     return out, pa.Table.from_pylist(decided, schema=DECISIONS_SCHEMA)
 
 
