@@ -376,7 +376,11 @@ def mode_env(home: Path, sources_path: Path, releases: Path, instance_config: Pa
         CORPUS_DEDUP=str(PROJECT / "dedup.yaml"),
     )
     env.pop("CORPUS_SIGNING_KEY", None)
-    env.pop("CORPUS_EXECUTOR", None)  # the Definitions' default executor; runs pick theirs (see --executor)
+    # Dagster's multiprocess executor as the Definitions' executor, so ``execute_job`` runs with a
+    # ``multiprocess`` run config can use it; ``execute_in_process`` (the in_process runs) ignores it.
+    # Until 2026-12-07 this popped the variable, leaving the project's in-process default, and every
+    # multiprocess / forkserver run failed with "unexpected config entry multiprocess".
+    env["CORPUS_EXECUTOR"] = "multiprocess"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT), env.get("PYTHONPATH", "")]))
     (home / "dagster").mkdir(parents=True, exist_ok=True)
     if instance_config is not None:
