@@ -1,6 +1,10 @@
 """The release engine's synchronous scheduler and its configuration (the LocalCluster side:
 tests/integration/test_compute_engine_cluster.py)."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from corpus_assets.domain.core.compute import Engine, engine_from_env
@@ -26,6 +30,15 @@ def test_container_arguments_reach_the_task_unchanged():
 def test_a_failing_task_raises_in_the_caller():
     with pytest.raises(RuntimeError, match="boom"):
         Engine().map(_square_or_fail, [1, "boom", 2])
+
+
+def test_the_synchronous_scheduler_does_not_import_distributed():
+    """A release step on one worker pays no ``distributed`` import in its fresh process."""
+    code = ("import sys; from corpus_assets.domain.core.compute import Engine; e = Engine(); "
+            "print(e.kind, e.map(abs, [-2, 3]), 'distributed' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2]).stdout.split()
+    assert out == ["synchronous", "[2,", "3]", "False"]
 
 
 def test_engine_from_env():

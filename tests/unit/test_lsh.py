@@ -3,6 +3,8 @@ to a dict-of-buckets reference, the bucket cap and its accounting, order/worker 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from datasketch.lsh import _optimal_param
@@ -22,6 +24,8 @@ from corpus_assets.domain.dedup.lsh import (
     merge_candidates,
     naive_candidate_pairs,
     optimal_params,
+    search_optimal_params,
+    KNOWN_OPTIMA,
 )
 
 
@@ -59,6 +63,30 @@ def test_seed_candidate_probabilities():
 @pytest.mark.parametrize("threshold", [0.3, 0.5, 0.7, 0.8, 0.85, 0.9, 0.95])
 def test_optimal_params_equal_datasketch(threshold, num_perm):
     assert optimal_params(threshold, num_perm) == _optimal_param(threshold, num_perm, 0.5, 0.5)
+
+
+@pytest.mark.parametrize("num_perm", [16, 128])
+@pytest.mark.parametrize("threshold", [0.3, 0.8, 0.95])
+def test_the_search_equals_datasketch(threshold, num_perm):
+    assert search_optimal_params(threshold, num_perm) == _optimal_param(threshold, num_perm, 0.5, 0.5)
+
+
+@pytest.mark.parametrize("key", sorted(KNOWN_OPTIMA))
+def test_every_known_optimum_is_datasketchs(key):
+    """The table that spares a fresh process importing scipy holds what the search finds."""
+    threshold, num_perm = key
+    assert KNOWN_OPTIMA[key] == _optimal_param(threshold, num_perm, 0.5, 0.5)
+
+
+def test_resolving_usual_params_imports_no_scipy():
+    import subprocess
+    import sys
+
+    code = ("import sys; from corpus_assets.domain.dedup.lsh import LshPolicy; "
+            "print(LshPolicy(threshold=0.8, num_perm=128).params(), 'scipy.integrate' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[2]).stdout.split()
+    assert out == ["(9,", "13)", "False"]
 
 
 @pytest.mark.parametrize("weights", [(0.1, 0.9), (0.9, 0.1), (0.3, 0.7)])

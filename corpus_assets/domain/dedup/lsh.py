@@ -34,6 +34,8 @@ __all__ = [
     "NO_BUCKET",
     "LshPolicy",
     "optimal_params",
+    "search_optimal_params",
+    "KNOWN_OPTIMA",
     "candidate_probability",
     "empty_signature_rows",
     "band_key",
@@ -70,12 +72,42 @@ _MASK64 = (1 << 64) - 1
 # policy and parameters
 
 
-@lru_cache(maxsize=256)
+# (b, r) of the search below for the usual settings (equal weights; thresholds 0.5 to 0.95 by
+# 0.05; 64, 128 or 256 permutations), so that resolving them imports no scipy: importing
+# scipy.integrate costs every fresh run or step process ~0.5 s, the search itself ~10 ms.
+# tests/unit/test_lsh.py checks every entry against datasketch's own search.
+KNOWN_OPTIMA: dict[tuple[float, int], tuple[int, int]] = {
+    (0.5, 64): (14, 4), (0.55, 64): (12, 5), (0.6, 64): (10, 6), (0.65, 64): (9, 7), (0.7, 64): (8, 8),
+    (0.75, 64): (7, 9), (0.8, 64): (5, 11), (0.85, 64): (4, 15), (0.9, 64): (3, 21), (0.95, 64): (2, 32),
+    (0.5, 128): (25, 5), (0.55, 128): (21, 6), (0.6, 128): (18, 7), (0.65, 128): (16, 8), (0.7, 128): (14, 9),
+    (0.75, 128): (11, 11), (0.8, 128): (9, 13), (0.85, 128): (8, 16), (0.9, 128): (5, 25), (0.95, 128): (3, 42),
+    (0.5, 256): (42, 6), (0.55, 256): (36, 7), (0.6, 256): (32, 8), (0.65, 256): (28, 9), (0.7, 256): (25, 10),
+    (0.75, 256): (21, 12), (0.8, 256): (17, 15), (0.85, 256): (13, 19), (0.9, 256): (9, 28), (0.95, 256): (5, 51),
+}
+
+
 def optimal_params(
     threshold: float, num_perm: int, false_positive_weight: float = 0.5, false_negative_weight: float = 0.5
 ) -> tuple[int, int]:
-    """``(b, r)`` minimising ``fp_weight * FP + fn_weight * FN`` over ``b*r <= num_perm``, where
-    FP = ∫_0^t P(s) ds and FN = ∫_t^1 (1 - P(s)) ds, P(s) = 1 - (1 - s^r)^b.
+    """``(b, r)`` minimising ``fp_weight * FP + fn_weight * FN`` over ``b*r <= num_perm``
+    (:func:`search_optimal_params`), from :data:`KNOWN_OPTIMA` when the settings are there."""
+    if not 0.0 <= threshold <= 1.0:
+        raise ValueError("threshold must be in [0, 1]")
+    if num_perm < 1:
+        raise ValueError("num_perm must be >= 1")
+    if false_positive_weight == 0.5 and false_negative_weight == 0.5:
+        known = KNOWN_OPTIMA.get((float(threshold), int(num_perm)))
+        if known is not None:
+            return known
+    return search_optimal_params(threshold, num_perm, false_positive_weight, false_negative_weight)
+
+
+@lru_cache(maxsize=256)
+def search_optimal_params(
+    threshold: float, num_perm: int, false_positive_weight: float = 0.5, false_negative_weight: float = 0.5
+) -> tuple[int, int]:
+    """The search behind :func:`optimal_params`: FP = ∫_0^t P(s) ds and FN = ∫_t^1 (1 - P(s)) ds,
+    P(s) = 1 - (1 - s^r)^b, for every b then r ascending.
 
     Same search and same integrator (QUADPACK via ``scipy.integrate.quad``, installed with
     datasketch) as ``datasketch.lsh._optimal_param``, so the result is identical — including
