@@ -96,7 +96,7 @@ def optimal_params(
     if num_perm < 1:
         raise ValueError("num_perm must be >= 1")
     if false_positive_weight == 0.5 and false_negative_weight == 0.5:
-        known = KNOWN_OPTIMA.get((float(threshold), int(num_perm)))
+        known = KNOWN_OPTIMA.get((threshold, num_perm))
         if known is not None:
             return known
     return search_optimal_params(threshold, num_perm, false_positive_weight, false_negative_weight)
