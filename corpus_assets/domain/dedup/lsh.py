@@ -90,11 +90,8 @@ def optimal_params(
     threshold: float, num_perm: int, false_positive_weight: float = 0.5, false_negative_weight: float = 0.5
 ) -> tuple[int, int]:
     """``(b, r)`` minimising ``fp_weight * FP + fn_weight * FN`` over ``b*r <= num_perm``
-    (:func:`search_optimal_params`), from :data:`KNOWN_OPTIMA` when the settings are there."""
-    if not 0.0 <= threshold <= 1.0:
-        raise ValueError("threshold must be in [0, 1]")
-    if num_perm < 1:
-        raise ValueError("num_perm must be >= 1")
+    (:func:`search_optimal_params`, which refuses invalid settings), from :data:`KNOWN_OPTIMA`
+    when the settings are there."""
     if false_positive_weight == 0.5 and false_negative_weight == 0.5:
         known = KNOWN_OPTIMA.get((threshold, num_perm))
         if known is not None:

@@ -264,18 +264,8 @@ def _hit_rows(plan: pa.Table, light: pa.Table, cached: pa.Table, pver: str,
     tokens = _spill_rows(cached, pc.list_flatten(lists).to_numpy(zero_copy_only=False).astype(np.int64))
     owner = pa.array(np.repeat(np.arange(plan.num_rows, dtype=np.int64), counts))
     split = plan.column("split")
-    cols = {
-        "record_id": light.column("record_id").take(owner),
-        "variant": tokens.column("variant"),
-        "split": split.take(owner),
-        "source_id": light.column("source_id").take(owner),
-        "snapshot": light.column("snapshot").take(owner),
-        "domain": light.column("domain").take(owner),
-        "cache_key": tokens.column("cache_key"),
-    }
-    for name in VIEW_TOKEN_COLUMNS:
-        cols[name] = tokens.column(name)
-    views = pa.table({k: v.cast(VIEWS_SCHEMA.field(k).type) for k, v in cols.items()}, schema=VIEWS_SCHEMA)
+    of_record = {name: light.column(name) for name in ("record_id", "source_id", "snapshot", "domain")}
+    views = _views_table(owner, {**of_record, "split": split}, tokens, tokens.column("cache_key"))
     n_tok = tokens.column("n_tokens").to_numpy().astype(np.int64)
     labels = tokens.column("label_tokens").to_numpy().astype(np.int64)
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
@@ -350,27 +340,32 @@ def _miss_rows(chunk: Sequence[tuple[Record, str, None]], tok: FrozenTokenizer, 
     acc = [chunk[k] for k in accepted]
     split_of = [split for _, split, _ in acc]
     source_of = [r.source_id for r, _, _ in acc]
-
-    def per_view(values: list) -> pa.Array:
-        return pa.array(values, pa.string()).take(owner)
-
-    cols = {
-        "record_id": per_view([r.record_id for r, _, _ in acc]),
-        "variant": table.column("variant"),
-        "split": per_view(split_of),
-        "source_id": per_view(source_of),
-        "snapshot": per_view([r.snapshot for r, _, _ in acc]),
-        "domain": per_view([r.domain for r, _, _ in acc]),
-        "cache_key": per_view([record_key(r, tok, pver) for r, _, _ in acc]),
+    of_record = {
+        "record_id": pa.array([r.record_id for r, _, _ in acc], pa.string()),
+        "split": pa.array(split_of, pa.string()),
+        "source_id": pa.array(source_of, pa.string()),
+        "snapshot": pa.array([r.snapshot for r, _, _ in acc], pa.string()),
+        "domain": pa.array([r.domain for r, _, _ in acc], pa.string()),
     }
-    for name in VIEW_TOKEN_COLUMNS:
-        cols[name] = table.column(name) if name != "label_tokens" else pa.array(labels, pa.int32())
-    out = pa.table({k: v.cast(VIEWS_SCHEMA.field(k).type) for k, v in cols.items()}, schema=VIEWS_SCHEMA)
+    keys = pa.array([record_key(r, tok, pver) for r, _, _ in acc], pa.string()).take(owner)
+    out = _views_table(owner, of_record, table.append_column("label_tokens", pa.array(labels, pa.int32())), keys)
     for j, (k, (record, split, _)) in enumerate(zip(accepted, acc)):
         decided[k] = decision(
             stage="token_views", action="accept", tokens_out=int(rec_tokens[j]), **_about(record, split, pver))
     _count_columns(stats, split_of, source_of, n_tok, labels, per_record, starts)
     return out, pa.Table.from_pylist(decided, schema=DECISIONS_SCHEMA)
+
+
+def _views_table(owner: pa.Array, of_record: dict, tokens: pa.Table, cache_key: pa.Array) -> pa.Table:
+    """Rows of ``VIEWS_SCHEMA`` for a run of views: the record columns (``of_record``: record_id,
+    split, source_id, snapshot, domain, one value per record) taken by ``owner`` (each view's
+    record), then each view's cache key, variant and token columns (``tokens``, one row per view)."""
+    cols = {name: column.take(owner) for name, column in of_record.items()}
+    cols["variant"] = tokens.column("variant")
+    cols["cache_key"] = cache_key
+    for name in VIEW_TOKEN_COLUMNS:
+        cols[name] = tokens.column(name)
+    return pa.table({k: cols[k].cast(VIEWS_SCHEMA.field(k).type) for k in VIEWS_SCHEMA.names}, schema=VIEWS_SCHEMA)
 
 
 def _about(record: Record, split: str, pver: str) -> dict:
