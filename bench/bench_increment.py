@@ -52,7 +52,7 @@ Run:  .venv/bin/python bench/bench_increment.py [--min-chars 600] [--vocab-size 
       [--order append|plan] [--site-packages-mb 0] [--no-multiprocess] [--deletion] [--instance-config FILE]
       [--profile FILE] [--repeat N]
 
-``--repeat N`` runs N pairs (full, then increment), every run from the same stored state, and
+``--repeat N`` runs N pairs (full, then increment, then the floor), every run from the same stored state, and
 reports the runs with the median wall of each kind, every wall, and the ratio of each pair with
 their median: on a noisy machine one run's ratio says little, and a pair's two runs share the
 machine's state of the moment (until 2026-12-07 15:30 UTC the N increments ran before the N full builds).
@@ -331,10 +331,12 @@ def main() -> None:
                 shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
         shutil.copytree(saved, home, symlinks=True, dirs_exist_ok=True)
 
-    def paired(profile: Optional[Path] = None) -> tuple[dict, dict, list[float]]:
+    def paired(profile: Optional[Path] = None) -> tuple[dict, dict, dict, list[tuple[float, float, float]]]:
         """``--repeat`` pairs of (full build, increment), each run from the data root as it is now,
-        the two runs of a pair back to back so that they meet the machine in the same state; the
-        runs with the median wall of each kind, every wall kept, and the ratio of every pair."""
+        the two runs of a pair back to back so that they meet the machine in the same state, each
+        pair followed by the floor (the increment rebuilt with nothing new); the increment, full and
+        floor runs with the median wall of each kind (every wall kept), and per pair the ratios
+        (increment / full wall, increment / full CPU, floor / full wall)."""
         if args.repeat > 1:
             save_data_root()
         fulls, incs, floors = [], [], []
