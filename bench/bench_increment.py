@@ -35,6 +35,10 @@ the way ``corpus`` / the UI launch it:
   capture     snapshot_job of ``stdlib_new2``
   increment2  release_job(inc) — dagster.execute_job with Dagster's multiprocess executor (a
               process per step), the same amount of new work as ``increment`` (skip: --no-multiprocess)
+  dagster alone  release_job's assets and checks with empty bodies (the same keys, partitions,
+              dependencies, resources; ``bare_release_definitions``), on a release partition of its own,
+              max(3, --repeat) times: Dagster's run and step machinery alone, the part of the floor no
+              layer can remove
 Printed per run: wall clock of the run, its CPU time (every thread of the process, and reaped child
 processes), the sum of its steps (Dagster's STEP_START -> STEP_SUCCESS)
 and each step; the token views' tokenized / reused / adopted record counts; the ratios increment / full (target
@@ -228,6 +232,59 @@ def tombstone_scan(instance, run_id: str) -> str:
     return "no tombstones"
 
 
+def _empty_body(specs: list, checks: list):
+    import dagster as dg
+
+    def body(context):
+        for spec in specs:
+            yield dg.MaterializeResult(asset_key=spec.key)
+        for check in checks:
+            yield dg.AssetCheckResult(asset_key=check.asset_key, check_name=check.name, passed=True)
+    return body
+
+
+def _empty_observation(context):
+    import dagster as dg
+
+    return dg.DataVersionsByPartition({context.partition_key: dg.DataVersion("bare")})
+
+
+def bare_release_definitions(defs):
+    """Definitions whose ``release_job_bare`` has release_job's assets and checks — the same keys,
+    partitions, dependencies (partition mappings included), resources and executor — with bodies
+    that do nothing: what Dagster's run and step machinery alone costs for a release run, the part
+    of the floor no layer can remove. Every other asset is the project's, unchanged (the release
+    assets' upstream dependencies)."""
+    import dagster as dg
+
+    keys = {dg.AssetKey(step) for step in STEPS}
+    partitions = defs.resolve_job_def("release_job").partitions_def
+    bare, others = [], []
+    for ad in defs.assets:
+        if isinstance(ad, dg.SourceAsset):  # release_inputs: an observable source asset, observed by the run
+            if ad.key in keys:
+                bare.append(dg.observable_source_asset(
+                    key=ad.key, partitions_def=ad.partitions_def, group_name=ad.group_name,
+                    required_resource_keys=set(ad.required_resource_keys))(_empty_observation))
+            else:
+                others.append(ad)
+            continue
+        own = set(ad.keys) & keys
+        if not own:
+            others.append(ad)
+            continue
+        if own != set(ad.keys):
+            raise RuntimeError(f"{ad.op.name} mixes release assets with others: cannot stand in for it")
+        specs, checks = list(ad.specs), list(ad.check_specs)
+        bare.append(dg.multi_asset(name=ad.op.name, specs=specs, check_specs=checks,
+                                   required_resource_keys=set(ad.required_resource_keys))(_empty_body(specs, checks)))
+    if {k for ad in bare for k in (ad.keys if isinstance(ad, dg.AssetsDefinition) else [ad.key])} != keys:
+        raise RuntimeError(f"release_job's assets are not {sorted(s for s in STEPS)}: update STEPS")
+    job = dg.define_asset_job("release_job_bare", selection=dg.AssetSelection.assets(*keys), partitions_def=partitions)
+    return dg.Definitions(assets=bare + others, asset_checks=defs.asset_checks, resources=defs.resources,
+                          executor=defs.executor, jobs=[job])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--min-chars", type=int, default=600, help="a record is blank-line blocks merged up to this size")
@@ -386,6 +443,19 @@ def main() -> None:
         runs["increment2"] = release("inc", "multiprocess")
         report("increment2 (multiprocess executor)", runs["increment2"])
 
+    # Dagster alone: release_job's assets and checks with empty bodies, on their own release partition
+    # (nothing of inc is touched), a few times for a median: the part of the floor no layer can remove
+    instance.add_dynamic_partitions("releases", ["bare"])
+    bare_job = bare_release_definitions(defs).resolve_job_def("release_job_bare")
+    bare = []
+    for _ in range(max(3, args.repeat)):
+        started, cpu0 = time.perf_counter(), cpu_seconds()
+        run_id = bare_job.execute_in_process(instance=instance, partition_key="bare", raise_on_error=True).run_id
+        bare.append({"wall": time.perf_counter() - started, "cpu": cpu_seconds() - cpu0, "steps": step_times(instance, run_id),
+                     "views": (0, 0, 0), "shards": (0, 0), "scan": "none (empty bodies)"})
+    runs["dagster alone"] = {**sorted(bare, key=lambda r: r["wall"])[(len(bare) - 1) // 2], "walls": [r["wall"] for r in bare]}
+    report("dagster alone (empty bodies)", runs["dagster alone"])
+
     print()
     header = f"{'step':<18}" + "".join(f"{k:>14}" for k in runs)
     print(header)
@@ -416,6 +486,10 @@ def main() -> None:
     print(f"floor (a rebuild with nothing new, right after the increment) / full: wall {floor['wall'] / full['wall']:.1%}"
           + (" (per pair " + " / ".join(f"{r:.1%}" for r in floor_ratios) + ")" if args.repeat > 1 else "")
           + f"; the increment's margin over it, (increment - floor) / full: {(inc['wall'] - floor['wall']) / full['wall']:.1%}")
+    alone = runs["dagster alone"]
+    print(f"dagster alone (release_job's {len(STEPS)} assets and their checks, bodies empty; walls "
+          + " / ".join(f"{w:.2f}" for w in alone["walls"]) + f" s) / full: wall {alone['wall'] / full['wall']:.1%}; "
+          f"the layers' part of the floor, (floor - dagster alone) / full: {(floor['wall'] - alone['wall']) / full['wall']:.1%}")
     # the same increment against the other full build of this run (1% fewer records, its tokenizer
     # trained too): how much of the ratio is one slow or fast full build on a noisy machine
     print(f"increment / first: wall {inc['wall'] / runs['first']['wall']:.1%} (a full build of the base records)")
