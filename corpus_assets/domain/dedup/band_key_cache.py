@@ -19,7 +19,7 @@ uint64 signature), and an increment reads those instead of the signatures of eve
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 import numpy as np
 import polars as pl
@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from corpus_assets.domain.dedup.lsh import LSH_CODE_VERSION
 from corpus_assets.domain.dedup.release_inputs import ReleaseInputs, binary_matrix
+from corpus_assets.domain.dedup.sharded import KnownKeys
 from corpus_assets.domain.layers.registry import BAND_KEYS_SCHEMA
 from corpus_assets.domain.storage.layer_store import LayerVersion
 
@@ -57,22 +58,40 @@ def band_key_rows(inputs: ReleaseInputs, indices: np.ndarray, keys: np.ndarray) 
 
 
 def known_band_keys(previous: Optional[LayerVersion], inputs: ReleaseInputs, indices: np.ndarray, bands: int,
-                    rows: int, path: Path) -> np.ndarray:
-    """The keys ``previous`` (the release's current dedup version) holds for record ``indices``:
-    written to an ``np.save`` matrix ``(len(indices), bands)`` uint64 at ``path`` (zero where not
-    known: file holes), returned as the boolean mask of the rows it holds. Only row groups of
-    ``band_keys`` holding a wanted row are read."""
+                    rows: int, workdir: Path, *, needs_signatures: bool = False) -> tuple[KnownKeys, np.ndarray]:
+    """The keys ``previous`` (the release's current dedup version) holds for record ``indices``, as
+    the :class:`KnownKeys` the near-dedup tasks read (files under ``workdir``: an ``np.save`` matrix
+    ``(len(indices), bands)`` uint64, zero where not known — file holes — and the boolean mask of
+    the rows it holds), with that mask. The signatures of the known rows need not be written unless
+    ``needs_signatures`` (a bucket cap chooses pivots by signature) or no row is known
+    (``KnownKeys.signatures_complete``). Only row groups of ``band_keys`` holding a wanted row are read."""
     indices = np.asarray(indices, dtype=np.int64)
-    out = np.lib.format.open_memmap(path, mode="w+", dtype=np.uint64, shape=(indices.size, bands))
+    workdir = Path(workdir)
+    keys_path, mask_path = workdir / "known-keys.npy", workdir / "known.npy"
+    out = np.lib.format.open_memmap(keys_path, mode="w+", dtype=np.uint64, shape=(indices.size, bands))
     known = np.zeros(indices.size, dtype=bool)
+    for rows_at, keys in _stored_keys(previous, inputs, indices, bands, rows):
+        out[rows_at] = keys
+        known[rows_at] = True
+    out.flush()
+    del out
+    np.save(mask_path, known)
+    count = int(known.sum())
+    return KnownKeys(str(keys_path), str(mask_path), count, needs_signatures or count == 0), known
+
+
+def _stored_keys(previous: Optional[LayerVersion], inputs: ReleaseInputs, indices: np.ndarray, bands: int,
+                 rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """``(positions in indices, their keys)`` batches of the rows ``previous`` keyed from the same
+    signatures under the same parameters and code; nothing when it cannot be trusted."""
     if previous is None or not indices.size or BAND_KEYS_TABLE not in previous.manifest.get("tables", {}):
-        return known
+        return
     if previous.manifest.get(BAND_KEYS_TABLE) != band_keys_record(bands, rows):
-        return known
+        return
     read = (previous.manifest.get("build_spec") or {}).get("signatures") or {}
     same = sorted(s for s, digest in inputs.signature_digests.items() if read.get(s) == digest)
     if not same:
-        return known
+        return
     wanted = inputs.rows_of(indices, same)
     stored = pl.from_arrow(previous.read_table(BAND_KEYS_TABLE, columns=["snapshot", "record_id"])) \
         .with_row_index("pos").filter(pl.col("snapshot").is_in(same))
@@ -80,7 +99,4 @@ def known_band_keys(previous: Optional[LayerVersion], inputs: ReleaseInputs, ind
     rows_at = match.get_column("at").to_numpy().astype(np.int64)
     pos = match.get_column("pos").to_numpy().astype(np.int64)
     for lo, hi, t in previous.take_rows(BAND_KEYS_TABLE, pos, columns=["keys"]):
-        out[rows_at[lo:hi]] = binary_matrix(t.column("keys"), _KEY, bands)
-    known[rows_at] = True
-    return known
-
+        yield rows_at[lo:hi], binary_matrix(t.column("keys"), _KEY, bands)

@@ -48,7 +48,7 @@ from corpus_assets.domain.dedup.minhash import MinHashPolicy, minhash_policy_ver
 from corpus_assets.domain.dedup.release_inputs import ReleaseInputs, load_release_inputs, order_rank, write_signature_rows
 from corpus_assets.domain.dedup.pair_memo import PairMemo, key_words, verdict_table, write_memo
 from corpus_assets.domain.dedup.release_view import STAGE_OF, SUPERSEDED, release_view
-from corpus_assets.domain.dedup.sharded import KnownKeys, SignatureFile, sharded_near_dedup
+from corpus_assets.domain.dedup.sharded import SignatureFile, sharded_near_dedup
 from corpus_assets.domain.dedup.text_verifier import TextPairVerifier
 from corpus_assets.domain.layers.decisions import DECISIONS_TABLE, decisions_from_columns
 from corpus_assets.domain.layers.registry import BAND_KEYS_SCHEMA, CLUSTERS_SCHEMA, DEDUP_CLUSTERS, layer
@@ -348,9 +348,9 @@ def build_dedup(
         bands, band_rows = lsh.params()
         # band keys the previous build made from the same signatures: their rows' signatures are
         # not read (unless a bucket cap needs them for pivots)
-        known = known_band_keys(previous, inputs, reps, bands, band_rows, scratch / "known-keys.npy")
-        np.save(scratch / "known.npy", known)
-        complete = lsh.bucket_cap is not None or not known.any()
+        known_keys, known = known_band_keys(previous, inputs, reps, bands, band_rows, scratch,
+                                            needs_signatures=lsh.bucket_cap is not None)
+        complete = known_keys.signatures_complete
         progress = Progress(log, f"{label}: signatures of exact representatives", total=int(reps.size - known.sum()),
                             quiet_below=SUBPHASE_QUIET_S) if log else None
         sig_path = scratch / "signatures.npy"
@@ -360,7 +360,6 @@ def build_dedup(
                              only=None if complete else np.flatnonzero(~known))
         if progress is not None:
             progress.finish()
-        known_keys = KnownKeys(str(scratch / "known-keys.npy"), str(scratch / "known.npy"), int(known.sum()), complete)
         del known
         order = np.argsort(rank[reps], kind="stable").astype(np.int64)
 
