@@ -7,6 +7,7 @@ takes a published build's tokenizer, or fails clearly when it cannot be verified
 import json
 import shutil
 from datetime import timedelta
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -258,3 +259,55 @@ def test_an_appended_increment_keeps_the_earlier_shards_through_the_jobs(corpus_
     assert _md(second, "release_manifest")["build_id"].value != _md(first, "release_manifest")["build_id"].value
     checks = [e for e in second.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"]
     assert checks and all(e.event_specific_data.passed for e in checks)
+
+
+def test_a_kept_shard_changed_on_disk_is_packed_again_not_kept(corpus_env, tmp_path, monkeypatch):
+    """A byte of a shard flipped in place (same size: bit rot, a stray write) after the first
+    build. Kept shards are linked when their files have their recorded sizes, so the rebuild after
+    an increment takes the damaged file again and the span check's re-read finds it; the step then
+    moves that shard set aside and packs every shard afresh, once. The release builds, the check
+    passes on the second reading, the materialization says what the first found, the damaged file
+    is kept aside for inspection, and the shards are the bytes the first build recorded."""
+    import hashlib
+
+    body = _release_body(TRAIN + ", freeze: true") + (
+        "packing: {seq_len: 16, mode: atomic, overlength: split, pad_token: '<|pad|>', order: append}\n"
+        "shards: {positions: 32}\n")
+    setup_release(tmp_path, monkeypatch, body)
+    from corpus_assets.definitions import build_definitions
+
+    defs = build_definitions()
+    store = LayerStore(corpus_env)
+    with dg.instance_for_test() as instance:
+        build_snapshots(defs, instance)
+        assert run_release(defs, instance).success
+        v1 = store.require_current("packed_shards", "r1")
+        first = next(r for r in v1.read_table("shards").to_pylist() if r["split"] == "train" and r["name"] == "train-00000")
+        damaged = corpus_env / first["directory"] / "train-00000.bin"
+        raw = bytearray(damaged.read_bytes())
+        raw[len(raw) // 2] ^= 0x5A
+        with open(damaged, "r+b") as f:  # in place: the same inode, the same size
+            f.seek(len(raw) // 2)
+            f.write(bytes([raw[len(raw) // 2]]))
+        _increment(tmp_path, defs, instance)
+        second = run_release(defs, instance)
+        assert second.success, step_failure(second)
+        warnings = [e.user_message for e in instance.all_logs(second.run_id)
+                    if e.step_key == "packed_shards" and e.level >= 30]
+    md = _md(second, "packed_shards")
+    assert md["shards_kept"].value == 0  # the second packing kept nothing
+    found = md["repacked_after_reread"].value
+    assert any("train-00000" in p and "sha256" in p for p in found["problems"])
+    (aside,) = found["set_aside"]
+    assert (Path(aside) / "train" / "train-00000.bin").stat().st_ino == damaged.stat().st_ino  # kept for inspection
+    assert any("failed its re-read" in w and "train-00000" in w for w in warnings)
+    checks = {e.event_specific_data.check_name: e.event_specific_data for e in second.all_events
+              if e.event_type_value == "ASSET_CHECK_EVALUATION"}
+    assert checks["span_coverage"].passed and "repacked_after" in checks["span_coverage"].metadata
+    v2 = store.require_current("packed_shards", "r1")
+    now = next(r for r in v2.read_table("shards").to_pylist() if r["split"] == "train" and r["name"] == "train-00000")
+    rewritten = corpus_env / now["directory"] / "train-00000.bin"
+    assert now["bin_sha256"] == first["bin_sha256"]  # the same samples packed again: the bytes first recorded
+    assert hashlib.sha256(rewritten.read_bytes()).hexdigest() == first["bin_sha256"]
+    assert rewritten.stat().st_ino != damaged.stat().st_ino  # written afresh, not the damaged inode
+    assert hashlib.sha256(damaged.read_bytes()).hexdigest() != first["bin_sha256"]  # that one is left as it was

@@ -11,6 +11,7 @@ from corpus_assets.domain.pack.shards_layer import (
     SpanCoverageError,
     build_packed_shards,
     resolve_packing,
+    set_aside_shard_set,
     verify_packed_shards,
 )
 from corpus_assets.domain.tokens.token_views_layer import frozen_tokenizer_of
@@ -47,7 +48,9 @@ class PackedShardsConfig(dg.Config):
         partition_check("span_coverage", "packed_shards", releases_partitions, blocking=True,
                           description="Re-reads every written shard (sha256, index) and checks its provenance spans: every "
                                       "position covered exactly once, padding only by pad spans and never in the loss. "
-                                      "Blocking: release_manifest does not run on shards that fail it."),
+                                      "A set that fails it is moved aside and written afresh once, every shard packed "
+                                      "(none kept): the check reports that second reading, and the materialization "
+                                      "what the first found. Blocking: release_manifest does not run on shards that fail it."),
     ],
 )
 def packed_shards_asset(context: dg.AssetExecutionContext, config: PackedShardsConfig, storage: StorageResource,
@@ -71,15 +74,34 @@ def packed_shards_asset(context: dg.AssetExecutionContext, config: PackedShardsC
         done.update(s for s in names if msg.startswith(f"packed_shards {name}/{s}:"))
         progress.update(len(done))
 
-    try:
-        version, report = build_packed_shards(
+    previous = store.current(PACKED_SHARDS, name)  # its order (packing.order: append) and the shards it keeps
+
+    def build(adopt: bool):
+        return build_packed_shards(
             store, name, policy, shard_spec,
             token_views=store.require_current(TOKEN_VIEWS, name),
             mixture_plan=store.require_current(MIXTURE_PLAN, name),
             tokenizer_digest=tok.digest, vocab_size=tok.vocab_size, split_names=names, bos_id=bos_id, log=log,
             engine=engine_from_env(), task_positions=config.task_positions,  # shard ranges as tasks; never changes a byte
-            order=rspec.packing.order, previous=store.current(PACKED_SHARDS, name),  # keeps unchanged shards
+            order=rspec.packing.order, previous=previous, adopt=adopt,
         )
+
+    try:
+        version, report = build(adopt=True)
+        # the span check re-reads the set on disk; a set that fails it (a file changed in place: kept
+        # shards are linked and sets reused by name, so it would come back in every rebuild) is moved
+        # aside and written afresh, every shard packed, once
+        verified = verify_packed_shards(store, version)
+        repacked: dict = {}
+        if not all(v["ok"] for v in verified.values()):
+            problems = [p for v in verified.values() for p in v["problems"]]
+            aside = set_aside_shard_set(store, version)
+            context.log.warning(
+                f"packed_shards[{name}]: the shard set failed its re-read ({'; '.join(problems[:3])}); moved it "
+                f"aside to {', '.join(str(a) for a in aside) or '(nothing local)'} and packing every shard again")
+            repacked = {"problems": problems, "set_aside": [str(a) for a in aside]}
+            version, report = build(adopt=False)
+            verified = verify_packed_shards(store, version)
     except SpanCoverageError as exc:
         # the check's failure is recorded (and shown on the asset) before it blocks the release
         yield dg.AssetCheckResult(check_name="span_coverage", passed=False, metadata={
@@ -116,16 +138,17 @@ def packed_shards_asset(context: dg.AssetExecutionContext, config: PackedShardsC
             "policy_version": report["policy_version"],
             "order": rspec.packing.order,
             "shards_kept": dg.MetadataValue.int(sum(report["kept_shards"].values())),
+            **({"repacked_after_reread": dg.MetadataValue.json(repacked)} if repacked else {}),
             **version_metadata(version),
         },
     )
-    verified = verify_packed_shards(store, version)
     yield dg.AssetCheckResult(
         check_name="span_coverage",
         passed=all(v["ok"] for v in verified.values()),
         metadata={
             "shards_checked": dg.MetadataValue.int(sum(v["shards"] for v in verified.values())),
             "blocks_checked": dg.MetadataValue.int(sum(v["blocks"] for v in verified.values())),
+            **({"repacked_after": dg.MetadataValue.json(repacked["problems"][:20])} if repacked else {}),
             "per_split": dg.MetadataValue.md(markdown_table(
                 ["split", "shards", "blocks", "ok", "problems"],
                 [(k, v["shards"], v["blocks"], v["ok"], "; ".join(v["problems"]) or "none") for k, v in sorted(verified.items())])),

@@ -15,6 +15,8 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Literal, Optional
@@ -216,6 +218,7 @@ def build_packed_shards(
     order: str = "plan",
     previous: Optional[LayerVersion] = None,
     reuse_tails: bool = True,
+    adopt: bool = True,
 ) -> tuple[LayerVersion, dict]:
     """Pack every split into the release's shard set and write the layer. The placement is
     planned first (serial, from lengths); then each split's blocks, in ranges of whole shards of
@@ -226,7 +229,9 @@ def build_packed_shards(
     ``order="append"``, and shards whose content key it already holds are hard-linked instead of
     packed (``shard_reuse``): the files do not depend on that either. Nor on ``reuse_tails``: the
     tokens of needed views that ``previous`` keeps in its ``tails`` table are taken from there
-    instead of token_views (``view_tail``); False reads them all from token_views."""
+    instead of token_views (``view_tail``); False reads them all from token_views. ``adopt=False``
+    packs every shard (the order still comes from ``previous``): what a rebuild does after a kept
+    shard failed its re-read (:func:`set_aside_shard_set`)."""
     engine = engine or Engine()
     per_shard = shard_capacity(shard_spec.positions, policy.seq_len)  # S >= T or a clear error
     train = split_names[0]
@@ -254,7 +259,7 @@ def build_packed_shards(
         tasks: list[PackTask] = []
         label_key = "source" if mix_key == "source" else "domain"
         earlier_orders = previous_orders(previous) if order == "append" else {}
-        earlier_shards = previous_shards(previous, lambda d: shard_directory(store, d))
+        earlier_shards = previous_shards(previous, lambda d: shard_directory(store, d)) if adopt else {}
         for i, split in enumerate(split_names):
             table = spooled.splits[split]
             rows = _plan_rows(mixture_plan, table) if split == train else np.arange(len(table), dtype=np.int64)
@@ -530,6 +535,26 @@ def shard_directory(store: LayerStore, directory: str) -> Path:
     fetching its shard set from the object store first when only the store holds it."""
     shard_set, _, split = directory.rpartition("/")
     return store.tree_dir(shard_set) / split
+
+
+def set_aside_shard_set(store: LayerStore, version: LayerVersion) -> list[Path]:
+    """Move the local shard set a ``packed_shards`` version names out of the way, to
+    ``.altered-<set>-<UTC time>`` beside it (kept for inspection, hidden from ``trees``). A set is
+    reused by its name, the digest of what its files should hold, and a kept shard is linked when
+    its files have their recorded sizes: a file changed on disk in place would otherwise come back
+    in every rebuild. With the set moved aside, a build that packs every shard (``adopt=False``)
+    writes it afresh. Returns where each set went."""
+    sets = sorted({r["directory"].rpartition("/")[0]
+                   for r in version.read_table("shards", columns=["directory"]).to_pylist()})
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    moved = []
+    for shard_set in sets:
+        local = store.tree_dir(shard_set)
+        if local.is_dir():
+            dest = local.parent / f".altered-{local.name}-{stamp}-{uuid.uuid4().hex[:6]}"
+            local.rename(dest)
+            moved.append(dest)
+    return moved
 
 
 def verify_packed_shards(store: LayerStore, version: LayerVersion, max_problems: int = 5) -> dict[str, dict]:
