@@ -638,3 +638,35 @@ def test_conditional_replace_fails_when_the_object_changed_since_it_was_read(s3_
     assert _get(s3_env, bucket, "p/CURRENT") == b"v3\n"
     assert remote.read_versioned("p/absent") == (None, None)
     assert remote.replace_if("p/absent", b"x", None) is True and remote.replace_if("p/absent", b"y", None) is False
+
+
+def test_a_shard_set_set_aside_leaves_the_bucket_too_so_the_fresh_set_is_uploaded(s3_env, tmp_path):
+    """A shard set that failed the span check's re-read is moved aside locally (kept for
+    inspection) and dropped from the bucket; the set written afresh under the same name is then
+    uploaded, and another machine reads the fresh bytes, not the changed ones."""
+    from corpus_assets.domain.pack.shards_layer import SHARDS_TABLES, set_aside_shard_set
+
+    bucket = s3_env.new_bucket()
+    store = LayerStore(tmp_path / "a", remote=_remote(bucket))
+    rel = "shards/r1/0123456789abcdef"
+    shard = tmp_path / "a" / rel / "train" / "train-00000.bin"
+    shard.parent.mkdir(parents=True)
+    shard.write_bytes(b"changed bytes")
+    store.seal_tree(rel)
+    with store.new_version("packed_shards", "r1", SHARDS_TABLES, {"spec": 1}) as w:
+        w.write("shards", [{"split": "train", "name": "train-00000", "directory": f"{rel}/train", "blocks": 1,
+                            "tokens": 2, "content_tokens": 2, "loss_tokens": 1, "bin_sha256": "0" * 64, "meta_json": "{}"}])
+        version = w.commit()
+    assert _rels(s3_env, bucket, rel)
+
+    (aside,) = set_aside_shard_set(store, version)
+    assert aside.parent == tmp_path / "a" / "shards" / "r1" and aside.name.startswith(".altered-0123456789abcdef-")
+    assert (aside / "train" / "train-00000.bin").read_bytes() == b"changed bytes"
+    assert not (tmp_path / "a" / rel).exists() and _rels(s3_env, bucket, rel) == []
+    assert store.trees("shards/r1") == []  # the set aside is not a set
+
+    shard.parent.mkdir(parents=True)
+    shard.write_bytes(b"fresh bytes")
+    store.seal_tree(rel)
+    other = LayerStore(tmp_path / "b", remote=_remote(bucket))
+    assert (other.tree_dir(rel) / "train" / "train-00000.bin").read_bytes() == b"fresh bytes"

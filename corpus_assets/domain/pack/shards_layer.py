@@ -543,7 +543,9 @@ def set_aside_shard_set(store: LayerStore, version: LayerVersion) -> list[Path]:
     reused by its name, the digest of what its files should hold, and a kept shard is linked when
     its files have their recorded sizes: a file changed on disk in place would otherwise come back
     in every rebuild. With the set moved aside, a build that packs every shard (``adopt=False``)
-    writes it afresh. Returns where each set went."""
+    writes it afresh. On an object store the set is dropped from the bucket as well: its seal would
+    make the fresh set's upload a no-op and keep the changed bytes for every other machine. Returns
+    where each set went."""
     sets = sorted({r["directory"].rpartition("/")[0]
                    for r in version.read_table("shards", columns=["directory"]).to_pylist()})
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -554,6 +556,8 @@ def set_aside_shard_set(store: LayerStore, version: LayerVersion) -> list[Path]:
             dest = local.parent / f".altered-{local.name}-{stamp}-{uuid.uuid4().hex[:6]}"
             local.rename(dest)
             moved.append(dest)
+        if store.remote is not None:
+            store.remote.delete_tree(shard_set)
     return moved
 
 
