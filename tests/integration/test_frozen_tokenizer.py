@@ -43,6 +43,12 @@ NEW_DOCS = {  # arrive in the increment; distinct words, so a retrained tokenize
 }
 
 
+# packing.order append and 2 blocks per shard: every split has several shards, and a rebuild keeps
+# the ones before the new samples
+APPEND_PACKING = ("packing: {seq_len: 16, mode: atomic, overlength: split, pad_token: '<|pad|>', order: append}\n"
+                  "shards: {positions: 32}\n")
+
+
 def _release_body(tokenizer: str) -> str:
     return SPLIT + f"tokenizer: {{{tokenizer}}}\n"
 
@@ -221,10 +227,7 @@ def test_an_appended_increment_keeps_the_earlier_shards_through_the_jobs(corpus_
     """``packing.order: append`` with a frozen tokenizer, through release_job: the rebuild after an
     increment keeps the first build's shards before the new samples (the same files, linked), packs
     the rest, and the published build verifies."""
-    body = _release_body(TRAIN + ", freeze: true") + (
-        "packing: {seq_len: 16, mode: atomic, overlength: split, pad_token: '<|pad|>', order: append}\n"
-        "shards: {positions: 32}\n")  # 2 blocks per shard: every split has several
-    setup_release(tmp_path, monkeypatch, body)
+    setup_release(tmp_path, monkeypatch, _release_body(TRAIN + ", freeze: true") + APPEND_PACKING)
     from corpus_assets.definitions import build_definitions
 
     defs = build_definitions()
@@ -270,10 +273,7 @@ def test_a_kept_shard_changed_on_disk_is_packed_again_not_kept(corpus_env, tmp_p
     is kept aside for inspection, and the shards are the bytes the first build recorded."""
     import hashlib
 
-    body = _release_body(TRAIN + ", freeze: true") + (
-        "packing: {seq_len: 16, mode: atomic, overlength: split, pad_token: '<|pad|>', order: append}\n"
-        "shards: {positions: 32}\n")
-    setup_release(tmp_path, monkeypatch, body)
+    setup_release(tmp_path, monkeypatch, _release_body(TRAIN + ", freeze: true") + APPEND_PACKING)
     from corpus_assets.definitions import build_definitions
 
     defs = build_definitions()
