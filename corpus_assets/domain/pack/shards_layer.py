@@ -551,8 +551,11 @@ def set_aside_shard_set(store: LayerStore, version: LayerVersion) -> list[Path]:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     moved = []
     for shard_set in sets:
-        local = store.tree_dir(shard_set)
-        if local.is_dir():
+        try:
+            local = store.tree_dir(shard_set)
+        except (FileNotFoundError, OSError):  # only in the bucket, and not readable from there either
+            local = None
+        if local is not None and local.is_dir():
             dest = local.parent / f".altered-{local.name}-{stamp}-{uuid.uuid4().hex[:6]}"
             local.rename(dest)
             moved.append(dest)
