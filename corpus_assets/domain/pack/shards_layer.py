@@ -30,6 +30,7 @@ from corpus_assets.domain.core.errors import CorpusError
 from corpus_assets.domain.core.faults import pause_point
 from corpus_assets.domain.core.hashing import canonical_json
 from corpus_assets.domain.storage.dir_locks import new_staging_dir, remove_abandoned, unlock
+from corpus_assets.domain.storage.object_store import ObjectStoreError
 from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
 from corpus_assets.domain.pack.packing import (
     REASON_TOO_LONG,
@@ -553,7 +554,7 @@ def set_aside_shard_set(store: LayerStore, version: LayerVersion) -> list[Path]:
     for shard_set in sets:
         try:
             local = store.tree_dir(shard_set)
-        except (FileNotFoundError, OSError):  # only in the bucket, and not readable from there either
+        except (OSError, ObjectStoreError):  # only in the bucket, and not fetched from there either
             local = None
         if local is not None and local.is_dir():
             dest = local.parent / f".altered-{local.name}-{stamp}-{uuid.uuid4().hex[:6]}"
