@@ -15,8 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Literal, Optional
@@ -30,7 +28,6 @@ from corpus_assets.domain.core.errors import CorpusError
 from corpus_assets.domain.core.faults import pause_point
 from corpus_assets.domain.core.hashing import canonical_json
 from corpus_assets.domain.storage.dir_locks import new_staging_dir, remove_abandoned, unlock
-from corpus_assets.domain.storage.object_store import ObjectStoreError
 from corpus_assets.domain.storage.layer_store import LayerStore, LayerVersion
 from corpus_assets.domain.pack.packing import (
     REASON_TOO_LONG,
@@ -539,30 +536,16 @@ def shard_directory(store: LayerStore, directory: str) -> Path:
 
 
 def set_aside_shard_set(store: LayerStore, version: LayerVersion) -> list[Path]:
-    """Move the local shard set a ``packed_shards`` version names out of the way, to
-    ``.altered-<set>-<UTC time>`` beside it (kept for inspection, hidden from ``trees``). A set is
-    reused by its name, the digest of what its files should hold, and a kept shard is linked when
-    its files have their recorded sizes: a file changed on disk in place would otherwise come back
-    in every rebuild. With the set moved aside, a build that packs every shard (``adopt=False``)
-    writes it afresh. On an object store the set is dropped from the bucket as well: its seal would
-    make the fresh set's upload a no-op and keep the changed bytes for every other machine. Returns
-    where each set went."""
+    """Move the local shard set a ``packed_shards`` version names out of the way
+    (``LayerStore.set_aside_tree``: ``.altered-<set>-<UTC time>-<id>`` beside it, kept for
+    inspection, hidden from ``trees``; dropped from the object store, whose seal would keep the
+    changed bytes). A set is reused by its name, the digest of what its files should hold, and a
+    kept shard is linked when its files have their recorded sizes: a file changed on disk in place
+    would otherwise come back in every rebuild. With the set moved aside, a build that packs every
+    shard (``adopt=False``) writes it afresh. Returns where each local set went."""
     sets = sorted({r["directory"].rpartition("/")[0]
                    for r in version.read_table("shards", columns=["directory"]).to_pylist()})
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    moved = []
-    for shard_set in sets:
-        try:
-            local = store.tree_dir(shard_set)
-        except (OSError, ObjectStoreError):  # only in the bucket, and not fetched from there either
-            local = None
-        if local is not None and local.is_dir():
-            dest = local.parent / f".altered-{local.name}-{stamp}-{uuid.uuid4().hex[:6]}"
-            local.rename(dest)
-            moved.append(dest)
-        if store.remote is not None:
-            store.remote.delete_tree(shard_set)
-    return moved
+    return [moved for moved in (store.set_aside_tree(shard_set, "altered") for shard_set in sets) if moved is not None]
 
 
 def verify_packed_shards(store: LayerStore, version: LayerVersion, max_problems: int = 5) -> dict[str, dict]:

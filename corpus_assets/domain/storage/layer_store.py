@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Optional
@@ -541,6 +542,21 @@ class LayerStore:
         shutil.rmtree(self.home / self._tree_rel(rel), ignore_errors=True)
         if self.remote is not None:
             self.remote.delete_tree(rel)
+
+    def set_aside_tree(self, rel: str, label: str) -> Optional[Path]:
+        """Take a tree out of use without losing its bytes: its local copy (never fetched for this)
+        is renamed to ``.<label>-<name>-<UTC time>-<id>`` beside it (hidden from :meth:`trees`)
+        and returned, None when there is none; the object store's copy is deleted, because its
+        seal would make a fresh tree of the same name a no-op to upload (``push_tree``)."""
+        local = self.home / self._tree_rel(rel)
+        moved = None
+        if local.is_dir():
+            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+            moved = local.parent / f".{label}-{local.name}-{stamp}-{uuid.uuid4().hex[:6]}"
+            local.rename(moved)
+        if self.remote is not None:
+            self.remote.delete_tree(rel)
+        return moved
 
     def prune_cache(self) -> list[str]:
         """Object store only: delete cached layer versions and shard sets the store no longer holds
