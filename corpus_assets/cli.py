@@ -11,7 +11,9 @@
                                 month's newest capture; remove the others (partitions and layers)
     corpus cache prune          object-store data root: drop cached versions the store no longer
                                 holds and apply revocations to cached release builds
-    corpus releases [NAME]      the release registry: published / superseded / revoked versions
+    corpus releases [NAME] [--audit]
+                                the release registry: published / superseded / revoked versions
+                                (--audit: re-read every build's manifest against its registry row)
     corpus releases check [NAME|FILE]
                                 check release specs (one, or every releases/*.yaml): OK or one line
                                 per problem (file: field: message); exit 1 if any is invalid
@@ -122,15 +124,16 @@ def _catalog():
     return Catalog.at(catalog_path())
 
 
-def _reconcile(cat):
+def _reconcile(cat, audit: bool = False):
     """Make the registry agree with the published builds (local root, or the bucket) before it is
-    trusted; what changed or disagrees goes to stderr, so stdout stays the command's answer."""
+    trusted; what changed or disagrees goes to stderr, so stdout stays the command's answer.
+    ``audit``: also re-read every registered build's manifest (``corpus releases --audit``)."""
     from corpus_assets.domain.core.data_root import DataRoot
     from corpus_assets.domain.core.settings import corpus_home
     from corpus_assets.domain.release.registry import reconcile
     from corpus_assets.domain.storage.object_store import store_from_env
 
-    result = reconcile(cat, DataRoot(corpus_home()).releases, remote=store_from_env())
+    result = reconcile(cat, DataRoot(corpus_home()).releases, remote=store_from_env(), audit=audit)
     for line in result.lines():
         print(f"corpus: {line}", file=sys.stderr)
     return result
@@ -341,7 +344,10 @@ def _cmd_releases(args) -> int:
     from corpus_assets.domain.release.registry import registry
 
     cat = _catalog()
-    _reconcile(cat)
+    reconciled = _reconcile(cat, audit=args.audit)
+    if args.audit:
+        print(f"corpus: audit: {reconciled.manifests_read} sealed manifest(s) read, {len(reconciled.problems)} problem(s)",
+              file=sys.stderr)
     rows = registry(cat, args.name)
     if not rows:
         print("no published releases")
@@ -470,6 +476,9 @@ def main(argv: list[str] | None = None) -> int:
                                    "exit 1 if any is invalid.")
     p.add_argument("name", nargs="?", default=None, help="a release name, or `check`")
     p.add_argument("target", nargs="?", default=None, help="with check: a release name or a spec file (default: all)")
+    p.add_argument("--audit", action="store_true",
+                   help="re-read every registered build's manifest and report a content digest the registry disagrees "
+                        "with (reads one manifest per build; without it only new builds' and CURRENT's are read)")
     p.set_defaults(func=_cmd_releases)
     p = sub.add_parser("verify", help="re-hash a published release against its manifest (a revoked build: REVOKED, exit 1)")
     p.add_argument("release", help="release name (its CURRENT version), NAME@BUILD_ID, or a release directory")

@@ -155,6 +155,33 @@ def test_reconcile_never_unrevokes_and_reports_a_digest_it_cannot_settle(home):
     assert "does not hold a build id ('../../etc')" in result.problems_of("demo")[0]["problem"]
 
 
+def test_reconcile_reads_only_new_builds_and_currents_manifest_and_an_audit_reads_all(home, capsys):
+    """Reconcile runs on every release run and deletion-sensor tick, and a release rebuilt for
+    months keeps every build: a registered build's sealed manifest is not read again (only with
+    ``audit``), while its revocation is still picked up."""
+    cat, one, two = _crash_after_publishing(home)
+    root = home / "releases"
+    _publish(root, SPECS[2], b"three" * 100)  # CURRENT names B3
+    assert reg.reconcile(cat, root).manifests_read == 2  # B2 and B3: new; B1 is registered
+    again = reg.reconcile(cat, root)
+    assert again == reg.Reconciliation() and again.manifests_read == 1  # CURRENT's
+    # a registered build's manifest changed on disk: the fast path does not see it, an audit does
+    manifest = root / "demo" / B1 / "manifest.json"
+    manifest.write_text(json.dumps(dict(json.loads(manifest.read_text()), content_digest="e" * 64)))
+    assert reg.reconcile(cat, root).problems == ()
+    audited = reg.reconcile(cat, root, audit=True)
+    assert audited.manifests_read == 3 and [p["build_id"] for p in audited.problems] == [B1]
+    assert "content digest" in audited.problems[0]["problem"] and _status(cat)[B1] == "superseded"
+    assert main(["releases", "--audit"]) == 0
+    err = capsys.readouterr().err
+    assert "audit: 3 sealed manifest(s) read, 1 problem(s)" in err and f"build {B1[:16]}" in err
+    # a registered build revoked on disk is still found without reading its manifest
+    withdraw_revoked(LayerStore(home), root, "demo", B2, successor=B3, request_ids=["del-5"])
+    result = reg.reconcile(cat, root)
+    assert [(c["build_id"], c["to"]) for c in result.changes] == [(B2, "revoked")] and result.manifests_read == 1
+    assert {r["build_id"]: r["successor_build_id"] for r in reg.registry(cat, "demo")}[B2] == B3
+
+
 def test_reconcile_reads_the_object_store_as_the_authority(tmp_path):
     remote = ObjectStore(f"memory://corpus-{uuid.uuid4().hex[:10]}/data")
     cat = Catalog.at(tmp_path / "catalog.duckdb")

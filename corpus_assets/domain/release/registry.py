@@ -17,6 +17,7 @@ Tables, calls and decisions: docs/releases.md#registry-and-consumption-records
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -389,13 +390,14 @@ class _SealedBuild:
     build_id: str
     content_digest: str
     created_at: Optional[datetime]
-    revocation: Optional[dict]  # what REVOKED.json says; None when the build is not revoked
+    revocation: Optional[dict]  # what REVOKED.json says; None when the build is not revoked (or was not asked)
 
 
 @dataclass
 class _ReleaseOnDisk:
     current: Optional[str] = None  # the build id CURRENT names
-    builds: dict = field(default_factory=dict)  # build id -> _SealedBuild
+    builds: dict = field(default_factory=dict)  # build id -> _SealedBuild, for every build whose manifest was read
+    revocations: dict = field(default_factory=dict)  # build id -> REVOKED.json note, registered builds not read
 
 
 @dataclass(frozen=True)
@@ -404,10 +406,12 @@ class Reconciliation:
 
     ``changes``: ``{"release", "build_id", "from", "to", "why"}`` (``from`` None: newly registered).
     ``problems``: ``{"release", "build_id", "problem"}`` (``build_id`` None: the release itself,
-    e.g. an unreadable CURRENT); their rows are left as they were."""
+    e.g. an unreadable CURRENT); their rows are left as they were.
+    ``manifests_read``: sealed manifests read (the new builds, CURRENT's, and with ``audit`` every one)."""
 
     changes: tuple = ()
     problems: tuple = ()
+    manifests_read: int = field(default=0, compare=False)  # what it cost, not what it found
 
     def problems_of(self, release: str, build_id: Optional[str] = None) -> list[dict]:
         """Problems of ``release`` as a whole (e.g. its CURRENT) and of its build ``build_id``."""
@@ -443,6 +447,14 @@ def _parse_time(value: object) -> Optional[datetime]:
     return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
 
 
+def _revocation(release: str, bid: str, raw: Optional[bytes], problems: list) -> Optional[dict]:
+    note = read_revocation_note(raw)
+    if note == {}:
+        problems.append({"release": release, "build_id": bid,
+                         "problem": f"{REVOKED_NAME} is unreadable; the build is treated as revoked"})
+    return note
+
+
 def _sealed_build(release: str, bid: str, manifest_raw: bytes, revoked_raw: Optional[bytes],
                   problems: list) -> Optional[_SealedBuild]:
     try:
@@ -455,82 +467,136 @@ def _sealed_build(release: str, bid: str, manifest_raw: bytes, revoked_raw: Opti
         problems.append({"release": release, "build_id": bid,
                          "problem": f"{MANIFEST_NAME} is not a sealed release manifest ({exc}); not registered"})
         return None
-    note = read_revocation_note(revoked_raw)
-    if note == {}:
-        problems.append({"release": release, "build_id": bid,
-                         "problem": f"{REVOKED_NAME} is unreadable; the build is treated as revoked"})
-    return _SealedBuild(bid, digest, _parse_time(manifest.get("created_at")), note)
+    return _SealedBuild(bid, digest, _parse_time(manifest.get("created_at")),
+                        _revocation(release, bid, revoked_raw, problems))
 
 
-def _observe_local(releases_root: Path, problems: list) -> dict[str, _ReleaseOnDisk]:
-    root = Path(releases_root)
-    out: dict[str, _ReleaseOnDisk] = {}
-    if not root.is_dir():
+class _LocalBuilds:
+    """The release directories under a local releases root (the authority without an object store)."""
+
+    def __init__(self, releases_root: Union[str, Path]) -> None:
+        self.root = Path(releases_root)
+
+    def releases(self) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        out = []
+        for rdir in sorted(self.root.iterdir()):
+            if rdir.name.startswith(".") or not rdir.is_dir():
+                continue
+            try:
+                validate_release_name(rdir.name)
+                confine(self.root, rdir)
+            except (InvalidKeyError, PathEscapeError):
+                continue  # not a release directory this project wrote
+            out.append(rdir.name)
         return out
-    for rdir in sorted(root.iterdir()):
-        if rdir.name.startswith(".") or not rdir.is_dir():
-            continue
-        try:
-            validate_release_name(rdir.name)
-            confine(root, rdir)
-        except (InvalidKeyError, PathEscapeError):
-            continue  # not a release directory this project wrote
-        state = out.setdefault(rdir.name, _ReleaseOnDisk())
-        try:
-            text = (rdir / CURRENT_NAME).read_text(encoding="utf-8").strip()
-        except FileNotFoundError:
-            text = None
-        if text is not None:
+
+    def current(self, release: str) -> Optional[bytes]:
+        return _read(self.root / release / CURRENT_NAME)
+
+    def builds(self, release: str) -> list[str]:
+        out = []
+        for entry in sorted(os.scandir(self.root / release), key=lambda e: e.name):
             try:
-                state.current = validate_build_id(text)
-            except ValueError:
-                problems.append({"release": rdir.name, "build_id": None,
-                                 "problem": f"{rdir / CURRENT_NAME} does not hold a build id ({text[:80]!r})"})
-        for bdir in sorted(rdir.iterdir()):
-            try:
-                validate_build_id(bdir.name)
+                validate_build_id(entry.name)
             except ValueError:
                 continue  # CURRENT, staging (.tmp-*), conflict diagnostics
-            manifest = bdir / MANIFEST_NAME
-            if not bdir.is_dir() or bdir.is_symlink() or not manifest.is_file():
+            if entry.is_dir(follow_symlinks=False):
+                out.append(entry.name)
+        return out
+
+    def manifest(self, release: str, bid: str) -> Optional[bytes]:
+        return _read(self.root / release / bid / MANIFEST_NAME)
+
+    def revoked(self, release: str, bid: str) -> Optional[bytes]:
+        return _read(self.root / release / bid / REVOKED_NAME)
+
+    def where(self, release: str) -> str:
+        return str(self.root / release)
+
+
+class _RemoteBuilds:
+    """The releases in an object-store data root (the authority there: a build only this machine's
+    cache holds does not count)."""
+
+    def __init__(self, remote: "ObjectStore") -> None:
+        self.remote = remote
+
+    def releases(self) -> list[str]:
+        out = []
+        for name in self.remote.list_dir(RELEASES):
+            try:
+                validate_release_name(name)
+            except InvalidKeyError:
                 continue
-            revoked = bdir / REVOKED_NAME
-            b = _sealed_build(rdir.name, bdir.name, manifest.read_bytes(),
-                              revoked.read_bytes() if revoked.is_file() else None, problems)
-            if b is not None:
-                state.builds[b.build_id] = b
-    return out
+            out.append(name)
+        return out
+
+    def current(self, release: str) -> Optional[bytes]:
+        return self.remote.read_bytes(f"{DataRoot.release_key(release)}/{CURRENT_NAME}")
+
+    def builds(self, release: str) -> list[str]:
+        out = []
+        for bid in self.remote.list_dir(DataRoot.release_key(release)):
+            try:
+                out.append(validate_build_id(bid))
+            except ValueError:
+                continue
+        return sorted(out)
+
+    def manifest(self, release: str, bid: str) -> Optional[bytes]:
+        return self.remote.read_bytes(f"{DataRoot.release_key(release, bid)}/{MANIFEST_NAME}")
+
+    def revoked(self, release: str, bid: str) -> Optional[bytes]:
+        return self.remote.read_bytes(f"{DataRoot.release_key(release, bid)}/{REVOKED_NAME}")
+
+    def where(self, release: str) -> str:
+        return self.remote.uri(DataRoot.release_key(release))
 
 
-def _observe_remote(remote: "ObjectStore", problems: list) -> dict[str, _ReleaseOnDisk]:
+def _read(path: Path) -> Optional[bytes]:
+    try:
+        return path.read_bytes() if path.is_file() else None
+    except FileNotFoundError:
+        return None
+
+
+def _observe(root, known: dict, audit: bool, problems: list) -> tuple[dict[str, _ReleaseOnDisk], int]:
+    """What the data root says, reading only what can change the registry: CURRENT, the manifest of
+    every build the registry lacks and of the build CURRENT names, and ``REVOKED.json`` of every
+    registered build not yet revoked. A registered build's sealed manifest is immutable (its build
+    id names its spec, its row holds its content digest), so it is read again only with ``audit``:
+    a release rebuilt hourly for a year has thousands of builds, and reading them all on every
+    release run and deletion-sensor tick made both grow with the release's history."""
     out: dict[str, _ReleaseOnDisk] = {}
-    for name in remote.list_dir(RELEASES):
-        try:
-            validate_release_name(name)
-        except InvalidKeyError:
-            continue
-        base = DataRoot.release_key(name)
-        state = out.setdefault(name, _ReleaseOnDisk())
-        raw = remote.read_bytes(f"{base}/{CURRENT_NAME}")
+    read = 0
+    for release in root.releases():
+        state = out.setdefault(release, _ReleaseOnDisk())
+        raw = root.current(release)
         if raw is not None:
             text = raw.decode("utf-8", "replace").strip()
             try:
                 state.current = validate_build_id(text)
             except ValueError:
-                problems.append({"release": name, "build_id": None,
-                                 "problem": f"{remote.uri(base)}/{CURRENT_NAME} does not hold a build id ({text[:80]!r})"})
-        for bid in remote.list_dir(base):
-            try:
-                validate_build_id(bid)
-            except ValueError:
-                continue
-            manifest = remote.read_bytes(f"{base}/{bid}/{MANIFEST_NAME}")
-            if manifest is None:
-                continue  # not sealed: an upload in progress or abandoned; nobody reads it
-            b = _sealed_build(name, bid, manifest, remote.read_bytes(f"{base}/{bid}/{REVOKED_NAME}"), problems)
-            if b is not None:
-                state.builds[bid] = b
-    return out
+                problems.append({"release": release, "build_id": None,
+                                 "problem": f"{root.where(release)}/{CURRENT_NAME} does not hold a build id ({text[:80]!r})"})
+        for bid in root.builds(release):
+            status = known.get((release, bid))
+            if status is None or audit or bid == state.current:
+                manifest = root.manifest(release, bid)
+                if manifest is None:
+                    continue  # not sealed: staging, or an upload in progress or abandoned; nobody reads it
+                read += 1
+                b = _sealed_build(release, bid, manifest, root.revoked(release, bid) if status != REVOKED else None,
+                                  problems)
+                if b is not None:
+                    state.builds[bid] = b
+            elif status != REVOKED:
+                note = _revocation(release, bid, root.revoked(release, bid), problems)
+                if note is not None:
+                    state.revocations[bid] = note
+    return out, read
 
 
 def _runs_of(conn, release: str, build_id: str) -> set:
@@ -538,20 +604,31 @@ def _runs_of(conn, release: str, build_id: str) -> set:
         "SELECT run_id FROM consumption WHERE release = ? AND build_id = ?", [release, build_id]).fetchall()}
 
 
-def _revocation_of(conn, release: str, b: _SealedBuild) -> tuple:
+def _revocation_of(conn, release: str, build_id: str, note: Optional[dict]) -> tuple:
     """(revoked_at, successor, revocation_json) from the build's REVOKED.json, runs united with its consumers."""
-    note = b.revocation or {}
+    note = note or {}
     successor = note.get("successor_build_id")
     try:
-        successor = validate_build_id(successor) if successor is not None and successor != b.build_id else None
+        successor = validate_build_id(successor) if successor is not None and successor != build_id else None
     except ValueError:
         successor = None
     request_ids = note.get("request_ids")
     request_ids = sorted({str(r) for r in request_ids}) if isinstance(request_ids, list) else []
-    runs = sorted(_runs_of(conn, release, b.build_id))
+    runs = sorted(_runs_of(conn, release, build_id))
     text = note.get("note") if isinstance(note.get("note"), str) else ""
     revocation = {"request_ids": request_ids, "affected_runs": runs, "note": text}
     return _parse_time(note.get("revoked_at")) or _now(), successor, json.dumps(revocation, sort_keys=True)
+
+
+def _mark_revoked(conn, release: str, bid: str, note: dict, row: dict, changes: list) -> None:
+    revoked_at, successor, revocation_json = _revocation_of(conn, release, bid, note)
+    conn.execute(
+        "UPDATE release_registry SET status = ?, revoked_at = ?, successor_build_id = ?, revocation_json = ? "
+        "WHERE release = ? AND build_id = ?",
+        [REVOKED, revoked_at, successor, revocation_json, release, bid],
+    )
+    changes.append({"release": release, "build_id": bid, "from": row["status"], "to": REVOKED,
+                    "why": f"its directory holds {REVOKED_NAME}"})
 
 
 def _reconcile_release(conn, release: str, state: _ReleaseOnDisk, changes: list, problems: list) -> None:
@@ -568,8 +645,8 @@ def _reconcile_release(conn, release: str, state: _ReleaseOnDisk, changes: list,
         settled.add(bid)
         if row is None:
             status = REVOKED if b.revocation is not None else SUPERSEDED
-            revoked_at, successor, revocation_json = (_revocation_of(conn, release, b) if status == REVOKED
-                                                      else (None, None, None))
+            revoked_at, successor, revocation_json = (_revocation_of(conn, release, bid, b.revocation)
+                                                      if status == REVOKED else (None, None, None))
             conn.execute(
                 "INSERT INTO release_registry VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [release, bid, b.content_digest, DataRoot.release_key(release, bid), status,
@@ -579,14 +656,11 @@ def _reconcile_release(conn, release: str, state: _ReleaseOnDisk, changes: list,
                             "why": f"its directory holds {REVOKED_NAME}" if status == REVOKED
                             else "a sealed build the registry did not know"})
         elif b.revocation is not None and row["status"] != REVOKED:
-            revoked_at, successor, revocation_json = _revocation_of(conn, release, b)
-            conn.execute(
-                "UPDATE release_registry SET status = ?, revoked_at = ?, successor_build_id = ?, revocation_json = ? "
-                "WHERE release = ? AND build_id = ?",
-                [REVOKED, revoked_at, successor, revocation_json, release, bid],
-            )
-            changes.append({"release": release, "build_id": bid, "from": row["status"], "to": REVOKED,
-                            "why": f"its directory holds {REVOKED_NAME}"})
+            _mark_revoked(conn, release, bid, b.revocation, row, changes)
+    for bid, note in sorted(state.revocations.items()):
+        row = rows.get(bid)
+        if row is not None and row["status"] != REVOKED:  # (rows are never deleted: it is there)
+            _mark_revoked(conn, release, bid, note, row, changes)
     current = state.current
     if current is None:
         return
@@ -618,7 +692,8 @@ def _reconcile_release(conn, release: str, state: _ReleaseOnDisk, changes: list,
     # (a revoked build CURRENT still names stays revoked: a revocation is never undone)
 
 
-def reconcile(catalog: Catalog, releases_root: Union[str, Path], remote: Optional["ObjectStore"] = None) -> Reconciliation:
+def reconcile(catalog: Catalog, releases_root: Union[str, Path], remote: Optional["ObjectStore"] = None, *,
+              audit: bool = False) -> Reconciliation:
     """Make the registry agree with the published builds: the release directories under
     ``releases_root`` or, with ``remote`` (an object-store data root), the bucket, which is the
     authority there.
@@ -630,17 +705,23 @@ def reconcile(catalog: Catalog, releases_root: Union[str, Path], remote: Optiona
     * a build holding ``REVOKED.json`` is ``revoked``, with its successor, request ids, note and
       time from that file, and every recorded consumer as an affected run;
     * a registered build whose directory is gone stays as it is; rows are never deleted; a row
-      whose content digest disagrees with the build's manifest is left alone and reported.
+      whose content digest disagrees with the build's manifest is left alone and reported — for
+      CURRENT's build always, for the other registered builds with ``audit`` (``corpus releases
+      --audit``), which reads every sealed manifest.
 
-    Reads manifests and pointers only (no artifact is hashed), writes in one catalog transaction,
-    and a second call changes nothing. Paths are registered as ``releases/<release>/<build_id>``
-    (relative to the data root, as ``release_manifest`` registers them)."""
+    Reads pointers, the manifests of new builds and of CURRENT's, and the revocation notes of
+    builds not yet revoked (no artifact is hashed, no registered manifest is read again without
+    ``audit``), writes in one catalog transaction, and a second call changes nothing. Paths are
+    registered as ``releases/<release>/<build_id>`` (relative to the data root, as
+    ``release_manifest`` registers them)."""
+    root = _RemoteBuilds(remote) if remote is not None else _LocalBuilds(releases_root)
+    with catalog.transaction() as conn:
+        known = {(r, b): s for r, b, s in conn.execute("SELECT release, build_id, status FROM release_registry").fetchall()}
     problems: list[dict] = []
-    observed = (_observe_remote(remote, problems) if remote is not None
-                else _observe_local(Path(releases_root), problems))
+    observed, read = _observe(root, known, audit, problems)
     changes: list[dict] = []
     if observed:
         with catalog.transaction() as conn:
             for release, state in sorted(observed.items()):
                 _reconcile_release(conn, release, state, changes, problems)
-    return Reconciliation(tuple(changes), tuple(problems))
+    return Reconciliation(tuple(changes), tuple(problems), read)
