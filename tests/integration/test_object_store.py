@@ -670,3 +670,42 @@ def test_a_shard_set_set_aside_leaves_the_bucket_too_so_the_fresh_set_is_uploade
     store.seal_tree(rel)
     other = LayerStore(tmp_path / "b", remote=_remote(bucket))
     assert (other.tree_dir(rel) / "train" / "train-00000.bin").read_bytes() == b"fresh bytes"
+
+
+def test_older_builds_history_is_pruned_in_the_bucket_after_the_grace_period(s3_env, tmp_path):
+    """prune_release_history on an object-store data root: superseded packed_shards versions and
+    the shard sets only they name go from the bucket (and this machine's cache) once their
+    successor is older than the grace period; another machine then finds only the current ones."""
+    from corpus_assets.domain.pack.shards_layer import SHARDS_TABLES
+    from corpus_assets.domain.release.history import prune_release_history
+
+    bucket = s3_env.new_bucket()
+    store = LayerStore(tmp_path / "a", remote=_remote(bucket))
+    versions, sets = [], []
+    for i in range(3):
+        rel = f"shards/r1/{i:016x}"
+        shard = tmp_path / "a" / rel / "train" / "train-00000.bin"
+        shard.parent.mkdir(parents=True)
+        shard.write_bytes(bytes([i]) * 64)
+        store.seal_tree(rel)
+        with store.new_version("packed_shards", "r1", SHARDS_TABLES, {"spec": i}) as w:
+            w.write("shards", [{"split": "train", "name": "train-00000", "directory": f"{rel}/train", "blocks": 1,
+                                "tokens": 2 + i, "content_tokens": 2, "loss_tokens": 1, "bin_sha256": "0" * 64,
+                                "meta_json": "{}"}])
+            versions.append(w.commit({"report": {"shard_set": rel}}).version)
+        sets.append(rel.rsplit("/", 1)[-1])
+    assert len(set(versions)) == 3 and store.current_version_name("packed_shards", "r1") == versions[2]
+
+    young = prune_release_history(store, "r1", grace_seconds=3600, now=time.time())
+    assert young.summary() == {"versions_dropped": 0, "versions_kept": 2, "shard_sets_removed": 0,
+                               "shard_sets_kept": 2, "per_layer_dropped": {}}
+    assert sorted(store.versions("packed_shards", "r1")) == sorted(versions)
+
+    later = prune_release_history(store, "r1", grace_seconds=3600, now=time.time() + 7200)
+    assert later.dropped["packed_shards"] == 2 and sorted(later.shard_sets_removed) == sets[:2]
+    other = LayerStore(tmp_path / "b", remote=_remote(bucket))
+    assert other.versions("packed_shards", "r1") == [versions[2]] and other.trees("shards/r1") == [sets[2]]
+    assert not any(v in r for r in _rels(s3_env, bucket, "layers/packed_shards/r1") for v in versions[:2])
+    assert [p.name for p in (tmp_path / "a" / "layers" / "packed_shards" / "r1").iterdir()
+            if not p.name.startswith(".")] == [versions[2]]  # this machine's cache too (CURRENT is the bucket's)
+    assert (other.tree_dir(f"shards/r1/{sets[2]}") / "train" / "train-00000.bin").read_bytes() == bytes([2]) * 64

@@ -1,5 +1,6 @@
 """release_manifest: publish the release (Algorithm 18.3) and register it."""
 
+import time
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version as dist_version
 
@@ -15,6 +16,7 @@ from corpus_assets.domain.layers.registry import (
     CANONICAL_RECORDS, CURATED_RECORDS, DEDUP_CLUSTERS, EVAL_REGISTRY, MINHASH_SIGNATURES, MIXTURE_PLAN, RAW_SNAPSHOT, SPLITS,
     TOKEN_VIEWS, TOKENIZER,
 )
+from corpus_assets.domain.release.history import GRACE_VARIABLE, history_grace, prune_release_history
 from corpus_assets.domain.release.freshness import INPUTS, INPUTS_FINGERPRINT, fingerprint, input_components
 from corpus_assets.domain.release.inputs import release_snapshots
 from corpus_assets.domain.release.registry import reconcile, register_published, registry
@@ -79,6 +81,7 @@ def release_manifest_asset(
 ):
     name = context.partition_key
     spec = releases.spec(name)
+    grace = history_grace()  # a bad CORPUS_RELEASE_HISTORY_GRACE fails here, before anything is published
     store = storage.store()
     cat = catalog.catalog()
     # a crash after an earlier publish but before its registration left CURRENT and the registry
@@ -113,6 +116,10 @@ def release_manifest_asset(
         if scan.clean:
             record_clean(cat, tombs_fp, scan.clean)
     context.log.info(f"release {name}: build {r.build_id[:16]} {'reused' if r.reused else 'published'} at {r.path}")
+    # what only older builds used goes once no run can still be reading it (domain/release/history.py)
+    pruned = None if grace is None else prune_release_history(store, name, grace_seconds=grace, now=time.time())
+    if pruned is not None and (pruned.shard_sets_removed or any(pruned.dropped.values())):
+        context.log.info(f"release {name}: older builds' history pruned ({GRACE_VARIABLE} {grace:g} s): {pruned.summary()}")
     try:
         # every check of `corpus verify` on the published directory; a file that is the same,
         # unchanged inode the publish's own verification just read and checked is not read again
@@ -148,6 +155,7 @@ def release_manifest_asset(
             "four_denominators": dg.MetadataValue.md(markdown_table(
                 ["source", "source records", "sampled records", "materialized tokens", "effective label tokens"], per_source)),
             "data_card": dg.MetadataValue.path(str(r.path / "data_card.md")),
+            "history_pruned": dg.MetadataValue.json(pruned.summary() if pruned is not None else {"kept": "all (keep)"}),
             **({"object_store": dg.MetadataValue.url(store.remote.uri(DataRoot.release_key(name, r.build_id))),
                 "object_store_upload": built.mirror} if store.remote is not None else {}),
         },

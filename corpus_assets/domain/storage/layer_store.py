@@ -789,6 +789,50 @@ class LayerStore:
             return []
         return sorted(p.name for p in d.iterdir() if p.is_dir() and not p.name.startswith(".") and (p / MANIFEST).is_file())
 
+    def version_manifest(self, asset: str, partition: str, version: str) -> Optional[dict]:
+        """A sealed version's manifest without its data (no download from an object store); None
+        when the version does not exist."""
+        local = self.partition_dir(asset, partition) / _check_component("version", version) / MANIFEST
+        if local.is_file():
+            return json.loads(local.read_bytes())
+        if self.remote is not None:
+            raw = self.remote.read_bytes(self._rel(asset, partition, version, MANIFEST))
+            return None if raw is None else json.loads(raw)
+        return None
+
+    def sealed_at(self, asset: str, partition: str, version: str) -> Optional[float]:
+        """When a version was sealed (epoch seconds): locally the modification time of its
+        ``_manifest.json``, in the object store that of its newest object (the manifest is uploaded
+        last); None when unknown."""
+        _check_component("version", version)
+        if self.remote is not None:
+            return self.remote.newest_change(self._rel(asset, partition, version))
+        try:
+            return (self.partition_dir(asset, partition) / version / MANIFEST).stat().st_mtime
+        except FileNotFoundError:
+            return None
+
+    def tree_changed_at(self, rel: str) -> Optional[float]:
+        """The latest change to a tree (epoch seconds): of its objects in the object store, else of
+        its local directory (a file added or removed changes it); None when there is none."""
+        if self.remote is not None:
+            return self.remote.newest_change(self._tree_rel(rel))
+        try:
+            return (self.home / self._tree_rel(rel)).stat().st_mtime
+        except FileNotFoundError:
+            return None
+
+    def drop_version(self, asset: str, partition: str, version: str) -> None:
+        """Delete one sealed version that is not the current one, in the object store and in the
+        local cache (the seal goes first in the store, so a reader never sees half a version)."""
+        _check_component("version", version)
+        if version == self.current_version_name(asset, partition):
+            raise ValueError(f"{asset}/{partition}: version {version} is current; it is not dropped")
+        if self.remote is not None:
+            self.remote.delete(self._rel(asset, partition, version, MANIFEST))
+            self.remote.delete_tree(self._rel(asset, partition, version))
+        shutil.rmtree(self.partition_dir(asset, partition) / version, ignore_errors=True)
+
     def drop_versions(self, asset: str, partition: str, keep_current: bool = True, *,
                       unsealed_after: float = UNSEALED_STALE_SECONDS, clock=time.time) -> list[str]:
         """Delete every version of a partition except the current one (and stale staging data and
