@@ -1,4 +1,5 @@
-"""Helpers shared by the throughput benchmarks (``bench_canonicalize.py``, ``bench_curation.py``).
+"""Helpers shared by the throughput benchmarks (``bench_canonicalize.py``, ``bench_curation.py``),
+and the S3 test server the object-store benchmarks start (``moto_server``).
 
 Pages: the regular ``*.html``/``*.htm`` files that ``bench/fetch_debian_docs.sh`` unpacked under
 ``bench/data/root``, in a deterministic order that mixes the packages (SHA-1 of the relative
@@ -12,6 +13,10 @@ import hashlib
 import os
 import platform
 import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -107,3 +112,38 @@ def best_round_per_side(rounds: list[list[dict]]) -> list[dict]:
             if r["side"] not in best or r["seconds"] < best[r["side"]]["seconds"]:
                 best[r["side"]] = r
     return list(best.values())
+
+
+S3_CREDS = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench-secret", "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def moto_server():
+    """moto's S3 server on 127.0.0.1 (the ``moto[server]`` test dependency), with test credentials
+    and ``AWS_ENDPOINT_URL`` set in the environment; yields the endpoint URL."""
+    os.environ.update(S3_CREDS)
+    port = free_port()
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        os.environ["AWS_ENDPOINT_URL"] = endpoint
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise SystemExit("moto_server did not start")
+                time.sleep(0.1)
+        yield endpoint
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)

@@ -23,9 +23,6 @@ Run:  .venv/bin/python bench/bench_object_store.py [--rows 200000] [--row-bytes 
 from __future__ import annotations
 
 import argparse
-import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,13 +31,9 @@ from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT))
-CREDS = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench-secret", "AWS_DEFAULT_REGION": "us-east-1"}
+sys.path.insert(0, str(PROJECT / "bench"))
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from _common import moto_server  # noqa: E402
 
 
 def _table(rows: int, row_bytes: int):
@@ -61,26 +54,8 @@ def main() -> None:
     ap.add_argument("--row-bytes", type=int, default=400)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    os.environ.update(CREDS)
-    port = _free_port()
-    moto = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        endpoint = f"http://127.0.0.1:{port}"
-        os.environ["AWS_ENDPOINT_URL"] = endpoint
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise SystemExit("moto_server did not start")
-                time.sleep(0.1)
+    with moto_server() as endpoint:
         run(args, endpoint)
-    finally:
-        moto.terminate()
-        moto.wait(timeout=20)
 
 
 def run(args, endpoint: str) -> None:

@@ -558,6 +558,7 @@ def test_withdraw_deletes_the_shards_and_records_the_revocation(s3_env, tmp_path
     assert withdraw_remote(remote, "demo", a.build_id, note) == len(shards)
     assert _rels(s3_env, bucket, f"{base}/shards/") == []
     assert _get(s3_env, bucket, f"{base}/REVOKED.json") == note
+    assert _get(s3_env, bucket, f"releases/demo/.revoked/{a.build_id}") == note  # the release's revocation index
     # the audit trail stays
     assert _get(s3_env, bucket, f"{base}/manifest.json") == (a.path / "manifest.json").read_bytes()
     assert f"{base}/reports/stage_counts.json" in _rels(s3_env, bucket)

@@ -207,6 +207,37 @@ def test_reconcile_reads_the_object_store_as_the_authority(tmp_path):
     assert reg.reconcile(cat, tmp_path / "local" / "releases", remote=remote).changes == ()
 
 
+def test_reconcile_learns_a_buckets_revocations_from_its_index_and_an_audit_from_every_build(tmp_path):
+    """In a bucket a registered build's revocation is found by one listing of the release's
+    revocation index (``withdraw_remote`` writes it), not by a read per build; a build revoked
+    before the index existed (REVOKED.json alone) is found by the audit."""
+    from corpus_assets.domain.release.mirror import revoked_index_key
+
+    remote = ObjectStore(f"memory://corpus-{uuid.uuid4().hex[:10]}/data")
+    cat = Catalog.at(tmp_path / "catalog.duckdb")
+    digests = {}
+    for i, spec in enumerate(SPECS):
+        r = _publish(tmp_path / "publisher" / "releases", spec, bytes([i]) * 500)
+        push_release(remote, r.path, "demo", r.build_id, r.content_digest)
+        digests[r.build_id] = r.content_digest
+    local = tmp_path / "local" / "releases"
+    reg.reconcile(cat, local, remote=remote)
+    assert _status(cat) == {B1: "superseded", B2: "superseded", B3: "published"}
+
+    withdraw_revoked(LayerStore(tmp_path / "local", remote=remote), local, "demo", B1, successor=B3, request_ids=["del-1"])
+    assert remote.read_bytes(revoked_index_key("demo", B1)) == remote.read_bytes(f"releases/demo/{B1}/REVOKED.json")
+    result = reg.reconcile(cat, local, remote=remote)
+    assert [(c["build_id"], c["to"]) for c in result.changes] == [(B1, "revoked")] and result.manifests_read == 1
+    assert {r["build_id"]: r["request_ids"] for r in reg.registry(cat, "demo")}[B1] == ["del-1"]
+
+    # a revocation written before the index existed: not seen without reading every build, seen by the audit
+    remote.write_bytes(f"releases/demo/{B2}/REVOKED.json", json.dumps({"successor_build_id": B3}).encode())
+    assert reg.reconcile(cat, local, remote=remote).changes == ()
+    audited = reg.reconcile(cat, local, remote=remote, audit=True)
+    assert [(c["build_id"], c["to"]) for c in audited.changes] == [(B2, "revoked")] and audited.manifests_read == 3
+    assert _status(cat) == {B1: "revoked", B2: "revoked", B3: "published"}
+
+
 # --- corpus consume -----------------------------------------------------------------------------------
 
 

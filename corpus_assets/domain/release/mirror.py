@@ -37,6 +37,27 @@ from corpus_assets.domain.release.publish import (
 
 CLAIM_NAME = ".claim"
 REVOKED_NAME = "REVOKED.json"
+# releases/<release>/.revoked/<build id>: a copy of each revoked build's REVOKED.json, so one
+# listing tells a reader which builds are revoked (registry.reconcile) instead of one read per build
+REVOKED_INDEX = ".revoked"
+
+
+def revoked_index_key(release: str, bid: str = "") -> str:
+    """The release's revocation index in the bucket, or one build's entry in it."""
+    key = f"{_base(release)}/{REVOKED_INDEX}"
+    return f"{key}/{validate_build_id(bid)}" if bid else key
+
+
+def revoked_in_index(remote: ObjectStore, release: str) -> set[str]:
+    """Build ids the release's revocation index names (builds revoked before the index existed
+    are not in it: ``corpus releases --audit`` reads every build's REVOKED.json)."""
+    out = set()
+    for name in remote.list_dir(revoked_index_key(release)):
+        try:
+            out.add(validate_build_id(name))
+        except ValueError:
+            continue
+    return out
 
 
 def _base(release: str, bid: str = "") -> str:
@@ -182,11 +203,13 @@ def push_release(remote: ObjectStore, local: Path, release: str, bid: str, diges
 
 
 def withdraw_remote(remote: ObjectStore, release: str, bid: str, note: bytes) -> int:
-    """Mirror a revocation: delete the build's shards from the store and write its REVOKED.json
-    (manifest and data card stay as the audit trail). Returns the objects removed."""
+    """Mirror a revocation: delete the build's shards from the store and write its REVOKED.json,
+    and the same note in the release's revocation index (manifest and data card stay as the audit
+    trail). Returns the objects removed."""
     base = _base(release, bid)
     removed = remote.delete_tree(f"{base}/shards")
     if sealed_digest(remote, release, bid) is not None:
+        remote.write_bytes(revoked_index_key(release, bid), note)  # first: an entry always has its note
         remote.write_bytes(f"{base}/{REVOKED_NAME}", note)
     return removed
 

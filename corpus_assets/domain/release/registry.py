@@ -28,7 +28,7 @@ from corpus_assets.domain.core.data_root import RELEASES, DataRoot
 from corpus_assets.domain.core.errors import CorpusError
 from corpus_assets.domain.storage.catalog import Catalog
 from corpus_assets.domain.core.keys import InvalidKeyError, PathEscapeError, confine, validate_release_name
-from corpus_assets.domain.release.mirror import REVOKED_NAME
+from corpus_assets.domain.release.mirror import REVOKED_NAME, revoked_in_index, revoked_index_key
 from corpus_assets.domain.release.publish import CURRENT_NAME, MANIFEST_NAME, validate_build_id
 
 if TYPE_CHECKING:  # the object store is only needed when a caller passes one
@@ -512,6 +512,10 @@ class _LocalBuilds:
     def revoked(self, release: str, bid: str) -> Optional[bytes]:
         return _read(self.root / release / bid / REVOKED_NAME)
 
+    def revoked_registered(self, release: str, bid: str) -> Optional[bytes]:
+        """The revocation note of a registered build (a stat when there is none)."""
+        return self.revoked(release, bid)
+
     def where(self, release: str) -> str:
         return str(self.root / release)
 
@@ -522,6 +526,7 @@ class _RemoteBuilds:
 
     def __init__(self, remote: "ObjectStore") -> None:
         self.remote = remote
+        self._index: dict[str, set] = {}
 
     def releases(self) -> list[str]:
         out = []
@@ -551,6 +556,16 @@ class _RemoteBuilds:
     def revoked(self, release: str, bid: str) -> Optional[bytes]:
         return self.remote.read_bytes(f"{DataRoot.release_key(release, bid)}/{REVOKED_NAME}")
 
+    def revoked_registered(self, release: str, bid: str) -> Optional[bytes]:
+        """The revocation note of a registered build, from the release's revocation index (one
+        listing per release, not a read per build); a build revoked before the index existed is
+        found by the audit, which reads its REVOKED.json."""
+        if release not in self._index:
+            self._index[release] = revoked_in_index(self.remote, release)
+        if bid not in self._index[release]:
+            return None
+        return self.remote.read_bytes(revoked_index_key(release, bid)) or self.revoked(release, bid)
+
     def where(self, release: str) -> str:
         return self.remote.uri(DataRoot.release_key(release))
 
@@ -564,8 +579,9 @@ def _read(path: Path) -> Optional[bytes]:
 
 def _observe(root, known: dict, audit: bool, problems: list) -> tuple[dict[str, _ReleaseOnDisk], int]:
     """What the data root says, reading only what can change the registry: CURRENT, the manifest of
-    every build the registry lacks and of the build CURRENT names, and ``REVOKED.json`` of every
-    registered build not yet revoked. A registered build's sealed manifest is immutable (its build
+    every build the registry lacks and of the build CURRENT names, and whether a registered build
+    not yet revoked has a revocation note (locally a stat of its ``REVOKED.json``; in a bucket one
+    listing of the release's revocation index). A registered build's sealed manifest is immutable (its build
     id names its spec, its row holds its content digest), so it is read again only with ``audit``:
     a release rebuilt hourly for a year has thousands of builds, and reading them all on every
     release run and deletion-sensor tick made both grow with the release's history."""
@@ -593,7 +609,7 @@ def _observe(root, known: dict, audit: bool, problems: list) -> tuple[dict[str, 
                 if b is not None:
                     state.builds[bid] = b
             elif status != REVOKED:
-                note = _revocation(release, bid, root.revoked(release, bid), problems)
+                note = _revocation(release, bid, root.revoked_registered(release, bid), problems)
                 if note is not None:
                     state.revocations[bid] = note
     return out, read
