@@ -292,14 +292,15 @@ def deletion_requests_sensor(context: dg.SensorEvaluationContext):
     return dg.SensorResult(skip_reason="; ".join(done) if done else "no deletion request waits for a step")
 
 
-def _reached(context, cat: Catalog, rid: str):
-    return builds_reached(cat, corpus_home(), load_tombstones(cat, [rid]), log=context.log.warning)
+def _reached(context, cat: Catalog, store: LayerStore, rid: str):
+    # builds other machines published are read from the bucket, not counted as unknown (reached)
+    return builds_reached(cat, corpus_home(), load_tombstones(cat, [rid]), log=context.log.warning, remote=store.remote)
 
 
 def _apply(context, cat: Catalog, store: LayerStore, rid: str, detail: dict) -> bool:
     """Revoke every build the request reaches — published or superseded, of any release — once
     the releases it names are rebuilt; False (and the reason logged) while that is not the case."""
-    reached = _reached(context, cat, rid)
+    reached = _reached(context, cat, store, rid)
     current = {b.release: current_published(cat, b.release) for b in reached}
     live = [b for b in reached if current[b.release] is not None and current[b.release]["build_id"] == b.build_id]
     late = sorted({b.release for b in live} - set(detail.get("releases", [])))
@@ -339,7 +340,7 @@ def _resolve(context, cat: Catalog, store: LayerStore, req) -> None:
     resolution = resolve(store, req, near_policy=load_dedup_file(dedup_path()).minhash)
     generation = write_tombstones(cat, rid, resolution)
     summary = resolution.summary()
-    reached = _reached(context, cat, rid)
+    reached = _reached(context, cat, store, rid)
     builds: dict[str, list[str]] = {}
     published: dict[str, list[str]] = {}
     for b in reached:
