@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
-from corpus_assets.domain.deletion.builds import builds_reached
+from corpus_assets.domain.deletion.builds import builds_reached, tombstoned_in
 from corpus_assets.domain.deletion.tombstones import TombstoneSet
 from corpus_assets.domain.release import registry as reg
 from corpus_assets.domain.release.mirror import push_release
@@ -63,3 +64,27 @@ def test_a_machine_without_the_builds_reads_their_lineage_from_the_bucket(tmp_pa
     blind = builds_reached(cat, machine_b, tombs, log=logged.append)
     assert {r.build_id for r in blind} == {b.build_id for b in builds} and {r.evidence for r in blind} == {"unknown"}
     assert len(logged) == 3 and all("inputs unknown" in line for line in logged)
+
+    # a source withdrawal reaches every build made from one of the source's records
+    by_source = TombstoneSet(generation=2, sources={"web": "del-2"}, request_ids=("del-2",))
+    assert {r.build_id: r.records for r in builds_reached(cat, machine_b, by_source, remote=remote)} == {
+        builds[0].build_id: 2, builds[1].build_id: 1, builds[2].build_id: 2}
+
+
+@pytest.mark.parametrize("other_sources", [0, 9], ids=["prefix-scans", "split-ids"])
+def test_the_batched_match_finds_what_asking_each_record_finds(tmp_path, other_sources):
+    """``tombstoned_in`` filters in Arrow before asking ``is_tombstoned``: it must find exactly what
+    asking every record id finds (ids, source prefixes, ids without a prefix, nulls, a source name
+    that is only a prefix of another, ids split over batches and files)."""
+    ids = [f"{src}:{i}" for src in ("web", "webarchive", "books", "we") for i in range(500)] + ["web", "noprefix", None, ""]
+    files = []
+    for n, part in enumerate((ids[:900], ids[900:])):
+        files.append(tmp_path / f"part-{n}.parquet")
+        pq.write_table(pa.table({"record_id": pa.array(part, pa.string())}), files[-1])
+    tombs = TombstoneSet(generation=3, record_ids={"books:7": "del-1", "webarchive:499": "del-1", "absent:1": "del-1",
+                                                   "noprefix": "del-3"},
+                         sources={"web": "del-2", **{f"gone{i}": "del-2" for i in range(other_sources)}},
+                         request_ids=("del-1", "del-2", "del-3"))
+    expected = {r: tombs.is_tombstoned(record_id=r) for r in ids if r and tombs.is_tombstoned(record_id=r)}
+    assert tombstoned_in(files, tombs, batch_rows=64) == expected
+    assert len(expected) == 503 and expected["web:0"] == "del-2" and "webarchive:1" not in expected and "web" not in expected

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from corpus_assets.domain.core.data_root import DataRoot
@@ -27,7 +28,7 @@ from corpus_assets.domain.storage.catalog import Catalog
 if TYPE_CHECKING:  # only when a caller passes a bucket
     from corpus_assets.domain.storage.object_store import ObjectStore
 
-__all__ = ["ReachedBuild", "build_record_ids", "builds_reached", "remote_build_record_ids"]
+__all__ = ["ReachedBuild", "build_inputs", "builds_reached", "remote_build_inputs", "tombstoned_in"]
 
 
 @dataclass(frozen=True)
@@ -40,42 +41,68 @@ class ReachedBuild:
     evidence: str  # lineage | shard spans
 
 
-def build_record_ids(build_dir: Path) -> tuple[Optional[set[str]], str]:
-    """(record ids a build was built from, where they were read); (None, reason) when the build
-    directory holds neither a lineage file nor shard spans."""
+def build_inputs(build_dir: Path) -> tuple[Optional[list], str]:
+    """(the Parquet files whose ``record_id`` column names the records a build was made from,
+    where they were found); (None, reason) when the build directory holds neither a lineage file
+    nor shard spans."""
     lineage = build_dir / LINEAGE_FILE
     if lineage.is_file():
-        return set(pq.read_table(lineage, columns=["record_id"]).column(0).to_pylist()), "lineage"
+        return [lineage], "lineage"
     spans = sorted(build_dir.glob("shards/*/*.spans.parquet"))
     if spans:
-        ids: set[str] = set()
-        for p in spans:
-            ids.update(r for r in pq.read_table(p, columns=["record_id"]).column(0).to_pylist() if r)
-        return ids, "shard spans"
+        return spans, "shard spans"
     return None, f"{build_dir}: no {LINEAGE_FILE} and no shard spans"
 
 
-def _ids(raw: bytes) -> list:
-    return pq.read_table(pa.BufferReader(raw), columns=["record_id"]).column(0).to_pylist()
-
-
-def remote_build_record_ids(remote: "ObjectStore", release: str, build: str) -> tuple[Optional[set[str]], str]:
-    """``build_record_ids`` of a build in the bucket, read without caching it: its lineage file, or
-    its shards' provenance spans."""
+def remote_build_inputs(remote: "ObjectStore", release: str, build: str) -> tuple[Optional[list], str]:
+    """``build_inputs`` of a build in the bucket, read into memory without caching it: its lineage
+    file, or its shards' provenance spans."""
     key = DataRoot.release_key(release, build)
     raw = remote.read_bytes(f"{key}/{LINEAGE_FILE}")
     if raw is not None:
-        return set(_ids(raw)), "lineage (bucket)"
+        return [pa.BufferReader(raw)], "lineage (bucket)"
     spans = [f for f in remote.list_files(f"{key}/shards") if f.endswith(".spans.parquet")]
-    if spans:
-        ids: set[str] = set()
-        for f in spans:
-            raw = remote.read_bytes(f"{key}/shards/{f}")
-            if raw is None:  # gone since the listing: the inputs are not known after all
-                return None, f"{remote.uri(key)}/shards/{f} disappeared while it was read"
-            ids.update(r for r in _ids(raw) if r)
-        return ids, "shard spans (bucket)"
-    return None, f"{remote.uri(key)}: no {LINEAGE_FILE} and no shard spans"
+    if not spans:
+        return None, f"{remote.uri(key)}: no {LINEAGE_FILE} and no shard spans"
+    files = []
+    for f in spans:
+        raw = remote.read_bytes(f"{key}/shards/{f}")
+        if raw is None:  # gone since the listing: the inputs are not known after all
+            return None, f"{remote.uri(key)}/shards/{f} disappeared while it was read"
+        files.append(pa.BufferReader(raw))
+    return files, "shard spans (bucket)"
+
+
+_PREFIX_SCANS = 8  # up to this many withdrawn sources, one starts_with pass each beats splitting every id
+
+
+def tombstoned_in(files: list, tombstones: TombstoneSet, batch_rows: int = 1 << 16) -> dict[str, str]:
+    """record id -> request id for every record id the files name that ``tombstones`` covers (by
+    record id, or by its source prefix). Matched in Arrow a batch at a time: a build of a billion
+    records never becomes a billion Python strings; only candidates reach ``is_tombstoned``."""
+    ids = pa.array(sorted(tombstones.record_ids), pa.string())
+    sources = pa.array(sorted(tombstones.sources), pa.string())
+    hits: dict[str, str] = {}
+    if not len(ids) and not len(sources):
+        return hits
+    for f in files:
+        for batch in pq.ParquetFile(f).iter_batches(columns=["record_id"], batch_size=batch_rows):
+            col = batch.column(0)
+            if col.type != pa.string():
+                col = col.cast(pa.string())
+            mask = pc.is_in(col, value_set=ids)
+            if 0 < len(sources) <= _PREFIX_SCANS:  # a few withdrawn sources: a prefix test each
+                for src in sources.to_pylist():
+                    mask = pc.or_kleene(mask, pc.starts_with(col, pattern=f"{src}:"))
+            elif len(sources):
+                source = pc.list_element(pc.split_pattern(col, ":", max_splits=1), 0)
+                by_source = pc.and_kleene(pc.match_substring(col, ":"), pc.is_in(source, value_set=sources))
+                mask = pc.or_kleene(mask, by_source)
+            for rid in pc.filter(col, pc.fill_null(mask, False)).to_pylist():
+                req = tombstones.is_tombstoned(record_id=rid)
+                if req is not None:
+                    hits[rid] = req
+    return hits
 
 
 def builds_reached(catalog: Catalog, home: Path, tombstones: TombstoneSet, *,
@@ -90,18 +117,14 @@ def builds_reached(catalog: Catalog, home: Path, tombstones: TombstoneSet, *,
     for row in registry(catalog):
         if row["status"] not in (PUBLISHED, SUPERSEDED) or (releases is not None and row["release"] not in releases):
             continue
-        ids, evidence = build_record_ids(Path(home) / row["path"])
-        if ids is None and remote is not None:
-            ids, evidence = remote_build_record_ids(remote, row["release"], row["build_id"])
-        if ids is None:
+        files, evidence = build_inputs(Path(home) / row["path"])
+        if files is None and remote is not None:
+            files, evidence = remote_build_inputs(remote, row["release"], row["build_id"])
+        if files is None:
             log(f"release {row['release']} build {row['build_id'][:16]}: inputs unknown ({evidence}); treated as reached")
             out.append(ReachedBuild(row["release"], row["build_id"], row["status"], 0, (), "unknown"))
             continue
-        hits = {}
-        for rid in ids:
-            req = tombstones.is_tombstoned(record_id=rid)
-            if req is not None:
-                hits[rid] = req
+        hits = tombstoned_in(files, tombstones)
         if hits:
             out.append(ReachedBuild(row["release"], row["build_id"], row["status"], len(hits),
                                     tuple(sorted(set(hits.values()))), evidence))
