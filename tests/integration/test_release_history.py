@@ -85,6 +85,8 @@ def test_older_builds_history_goes_after_the_grace_period_and_reuse_still_works(
             "packed_shards", "r1") / "_manifest.json").read_text())["report"]["shard_set"]
         assert {p.name for p in (corpus_env / "shards" / "r1").iterdir()} == {current_set.rsplit("/", 1)[-1]}
         assert first_set.isdisjoint({current_set.rsplit("/", 1)[-1]})
+        said = [e.user_message for e in instance.all_logs(second.run_id) if e.step_key == "release_manifest"]
+        assert "release r1: dedup_clusters: dropped 1 superseded version(s), kept 0" in said
         pruned = _md(second, "release_manifest")["history_pruned"].value
         assert pruned["versions_dropped"] >= len(layers) - 1 and pruned["shard_sets_removed"] == 1
         assert pruned["versions_kept"] == 0 and pruned["shard_sets_kept"] == 0

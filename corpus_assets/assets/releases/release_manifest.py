@@ -117,7 +117,8 @@ def release_manifest_asset(
             record_clean(cat, tombs_fp, scan.clean)
     context.log.info(f"release {name}: build {r.build_id[:16]} {'reused' if r.reused else 'published'} at {r.path}")
     # what only older builds used goes once no run can still be reading it (domain/release/history.py)
-    pruned = None if grace is None else prune_release_history(store, name, grace_seconds=grace, now=time.time())
+    pruned = None if grace is None else prune_release_history(store, name, grace_seconds=grace, now=time.time(),
+                                                                 log=context.log.info)
     if pruned is not None and (pruned.shard_sets_removed or any(pruned.dropped.values())):
         context.log.info(f"release {name}: older builds' history pruned ({GRACE_VARIABLE} {grace:g} s): {pruned.summary()}")
     try:

@@ -95,10 +95,12 @@ def _named_shard_set(manifest: Optional[dict]) -> Optional[str]:
     return name or None
 
 
-def prune_release_history(store: LayerStore, release: str, *, grace_seconds: float, now: float) -> HistoryPruned:
+def prune_release_history(store: LayerStore, release: str, *, grace_seconds: float, now: float,
+                          log=lambda _m: None) -> HistoryPruned:
     """Drop what only the older builds of ``release`` used and no run can still be reading (see
     the module docstring). The current version of every layer and every shard set a remaining
-    ``packed_shards`` version names always stay."""
+    ``packed_shards`` version names always stay. ``log`` hears each layer that loses versions (the
+    first prune of a long history removes many)."""
     out = HistoryPruned()
     for la in registry.release_layers():
         if not la.tables:
@@ -107,6 +109,8 @@ def prune_release_history(store: LayerStore, release: str, *, grace_seconds: flo
         for name in drop:
             store.drop_version(la.asset, release, name)
         out.dropped[la.asset], out.kept[la.asset] = len(drop), kept
+        if drop:
+            log(f"release {release}: {la.asset}: dropped {len(drop)} superseded version(s), kept {kept}")
     named = {_named_shard_set(store.version_manifest(PACKED_SHARDS, release, v))
              for v in store.versions(PACKED_SHARDS, release)} - {None}
     current = _named_shard_set(store.current_manifest(PACKED_SHARDS, release))
