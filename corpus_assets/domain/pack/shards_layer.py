@@ -535,6 +535,13 @@ def shard_directory(store: LayerStore, directory: str) -> Path:
     return store.tree_dir(shard_set) / split
 
 
+def shard_set_name(manifest: Optional[dict]) -> Optional[str]:
+    """The name of the shard set a ``packed_shards`` version's manifest records
+    (``report.shard_set``: ``shards/<release>/<set>``); None when it records none."""
+    name = Path((manifest or {}).get("report", {}).get("shard_set", "") or "").name
+    return name or None
+
+
 def set_aside_shard_set(store: LayerStore, version: LayerVersion) -> list[Path]:
     """Move the local shard set a ``packed_shards`` version names out of the way
     (``LayerStore.set_aside_tree``: ``.altered-<set>-<UTC time>-<id>`` beside it, kept for

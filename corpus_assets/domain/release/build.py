@@ -30,6 +30,7 @@ from corpus_assets.domain.storage.layer_store import LayerStore
 from corpus_assets.domain.release.publish import PublishResult, build_id as compute_build_id, publish_release
 from corpus_assets.domain.layers import registry
 from corpus_assets.domain.layers.registry import DEDUP_CLUSTERS, PACKED_SHARDS
+from corpus_assets.domain.pack.shards_layer import shard_set_name
 from corpus_assets.domain.release.inputs import gather_release_inputs
 from corpus_assets.domain.release.manifest import data_card_renderer, environment_digest, validate_manifest
 from corpus_assets.domain.release.mirror import pull_release, push_release, withdraw_remote
@@ -268,10 +269,9 @@ def drop_release_history(store: LayerStore, release: str) -> dict:
     for la in registry.release_layers():
         if la.tables and store.current_version_name(la.asset, release) is not None:  # nothing downloaded to ask
             out["layer_versions_dropped"] += len(store.drop_versions(la.asset, release))
-    cur = store.current_manifest(PACKED_SHARDS, release)
-    keep = {Path(cur.get("report", {}).get("shard_set", "")).name} if cur is not None else set()
+    keep = shard_set_name(store.current_manifest(PACKED_SHARDS, release))
     for name in store.trees(DataRoot.shard_sets_key(release)):
-        if name not in keep:
+        if name != keep:
             store.drop_tree(f"{DataRoot.shard_sets_key(release)}/{name}")
             out["shard_sets_removed"] += 1
     remove_abandoned(store.root.shard_sets(release))

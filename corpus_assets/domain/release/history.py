@@ -22,12 +22,12 @@ import bisect
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Optional
 
 from corpus_assets.domain.core.data_root import DataRoot
 from corpus_assets.domain.layers import registry
 from corpus_assets.domain.layers.registry import PACKED_SHARDS
+from corpus_assets.domain.pack.shards_layer import shard_set_name
 from corpus_assets.domain.storage.layer_store import LayerStore
 
 GRACE_VARIABLE = "CORPUS_RELEASE_HISTORY_GRACE"
@@ -90,11 +90,6 @@ def _superseded_versions(store: LayerStore, asset: str, release: str, grace: flo
     return drop, len(names) - len(drop) - (current in names)
 
 
-def _named_shard_set(manifest: Optional[dict]) -> Optional[str]:
-    name = Path((manifest or {}).get("report", {}).get("shard_set", "") or "").name
-    return name or None
-
-
 def prune_release_history(store: LayerStore, release: str, *, grace_seconds: float, now: float,
                           log=lambda _m: None) -> HistoryPruned:
     """Drop what only the older builds of ``release`` used and no run can still be reading (see
@@ -111,9 +106,9 @@ def prune_release_history(store: LayerStore, release: str, *, grace_seconds: flo
         out.dropped[la.asset], out.kept[la.asset] = len(drop), kept
         if drop:
             log(f"release {release}: {la.asset}: dropped {len(drop)} superseded version(s), kept {kept}")
-    named = {_named_shard_set(store.version_manifest(PACKED_SHARDS, release, v))
+    named = {shard_set_name(store.version_manifest(PACKED_SHARDS, release, v))
              for v in store.versions(PACKED_SHARDS, release)} - {None}
-    current = _named_shard_set(store.current_manifest(PACKED_SHARDS, release))
+    current = shard_set_name(store.current_manifest(PACKED_SHARDS, release))
     parent = DataRoot.shard_sets_key(release)
     for name in store.trees(parent):
         if name not in named:

@@ -48,16 +48,22 @@ def revoked_index_key(release: str, bid: str = "") -> str:
     return f"{key}/{validate_build_id(bid)}" if bid else key
 
 
+def build_ids_under(remote: ObjectStore, rel: str) -> list[str]:
+    """The names under ``rel`` in the bucket that are build ids, sorted (CURRENT, claims, the
+    revocation index and anything else are not)."""
+    out = []
+    for name in remote.list_dir(rel):
+        try:
+            out.append(validate_build_id(name))
+        except ValueError:
+            continue
+    return sorted(out)
+
+
 def revoked_in_index(remote: ObjectStore, release: str) -> set[str]:
     """Build ids the release's revocation index names (builds revoked before the index existed
     are not in it: ``corpus releases --audit`` reads every build's REVOKED.json)."""
-    out = set()
-    for name in remote.list_dir(revoked_index_key(release)):
-        try:
-            out.add(validate_build_id(name))
-        except ValueError:
-            continue
-    return out
+    return set(build_ids_under(remote, revoked_index_key(release)))
 
 
 def _base(release: str, bid: str = "") -> str:

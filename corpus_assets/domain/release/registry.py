@@ -28,7 +28,7 @@ from corpus_assets.domain.core.data_root import RELEASES, DataRoot
 from corpus_assets.domain.core.errors import CorpusError
 from corpus_assets.domain.storage.catalog import Catalog
 from corpus_assets.domain.core.keys import InvalidKeyError, PathEscapeError, confine, validate_release_name
-from corpus_assets.domain.release.mirror import REVOKED_NAME, revoked_in_index, revoked_index_key
+from corpus_assets.domain.release.mirror import REVOKED_NAME, build_ids_under, revoked_in_index, revoked_index_key
 from corpus_assets.domain.release.publish import CURRENT_NAME, MANIFEST_NAME, validate_build_id
 
 if TYPE_CHECKING:  # the object store is only needed when a caller passes one
@@ -542,13 +542,7 @@ class _RemoteBuilds:
         return self.remote.read_bytes(f"{DataRoot.release_key(release)}/{CURRENT_NAME}")
 
     def builds(self, release: str) -> list[str]:
-        out = []
-        for bid in self.remote.list_dir(DataRoot.release_key(release)):
-            try:
-                out.append(validate_build_id(bid))
-            except ValueError:
-                continue
-        return sorted(out)
+        return build_ids_under(self.remote, DataRoot.release_key(release))
 
     def manifest(self, release: str, bid: str) -> Optional[bytes]:
         return self.remote.read_bytes(f"{DataRoot.release_key(release, bid)}/{MANIFEST_NAME}")
