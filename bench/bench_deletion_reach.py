@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Which builds a deletion reaches, at the size of a large build: ``tombstoned_in`` over one
+"""Which builds a deletion reaches, at the size of a large build: ``TombstonedIds.hits`` over one
 build's ``lineage/records.parquet`` of ``--records`` record ids (the call ``builds_reached`` makes
 per published or superseded build, for every deletion request).
 
@@ -51,7 +51,7 @@ def side(name: str, path: str, records: int) -> None:
     """One measured call in this process; prints a JSON line."""
     import pyarrow.parquet as pq
 
-    from corpus_assets.domain.deletion.builds import tombstoned_in
+    from corpus_assets.domain.deletion.builds import TombstonedIds
 
     tombs = tombstones(records)
     t = time.perf_counter()
@@ -63,7 +63,7 @@ def side(name: str, path: str, records: int) -> None:
             if req is not None:
                 hits[rid] = req
     else:
-        hits = tombstoned_in([path], tombs)
+        hits = TombstonedIds(tombs).hits([path])
     wall = time.perf_counter() - t
     print(json.dumps({"side": name, "wall": wall, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                       "hits": sorted(hits.items())}))

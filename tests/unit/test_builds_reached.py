@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from corpus_assets.domain.deletion.builds import builds_reached, tombstoned_in
+from corpus_assets.domain.deletion.builds import TombstonedIds, builds_reached
 from corpus_assets.domain.deletion.tombstones import TombstoneSet
 from corpus_assets.domain.release import registry as reg
 from corpus_assets.domain.release.mirror import push_release
@@ -73,7 +73,7 @@ def test_a_machine_without_the_builds_reads_their_lineage_from_the_bucket(tmp_pa
 
 @pytest.mark.parametrize("other_sources", [0, 9], ids=["prefix-scans", "split-ids"])
 def test_the_batched_match_finds_what_asking_each_record_finds(tmp_path, other_sources):
-    """``tombstoned_in`` filters in Arrow before asking ``is_tombstoned``: it must find exactly what
+    """``TombstonedIds`` filters in Arrow before asking ``is_tombstoned``: it must find exactly what
     asking every record id finds (ids, source prefixes, ids without a prefix, nulls, a source name
     that is only a prefix of another, ids split over batches and files)."""
     ids = [f"{src}:{i}" for src in ("web", "webarchive", "books", "we") for i in range(500)] + ["web", "noprefix", None, ""]
@@ -86,5 +86,5 @@ def test_the_batched_match_finds_what_asking_each_record_finds(tmp_path, other_s
                          sources={"web": "del-2", **{f"gone{i}": "del-2" for i in range(other_sources)}},
                          request_ids=("del-1", "del-2", "del-3"))
     expected = {r: tombs.is_tombstoned(record_id=r) for r in ids if r and tombs.is_tombstoned(record_id=r)}
-    assert tombstoned_in(files, tombs, batch_rows=64) == expected
+    assert TombstonedIds(tombs).hits(files, batch_rows=64) == expected
     assert len(expected) == 503 and expected["web:0"] == "del-2" and "webarchive:1" not in expected and "web" not in expected

@@ -28,7 +28,7 @@ from corpus_assets.domain.storage.catalog import Catalog
 if TYPE_CHECKING:  # only when a caller passes a bucket
     from corpus_assets.domain.storage.object_store import ObjectStore
 
-__all__ = ["ReachedBuild", "build_inputs", "builds_reached", "remote_build_inputs", "tombstoned_in"]
+__all__ = ["ReachedBuild", "build_inputs", "builds_reached", "remote_build_inputs", "TombstonedIds"]
 
 
 @dataclass(frozen=True)
@@ -76,33 +76,44 @@ def remote_build_inputs(remote: "ObjectStore", release: str, build: str) -> tupl
 _PREFIX_SCANS = 8  # up to this many withdrawn sources, one starts_with pass each beats splitting every id
 
 
-def tombstoned_in(files: list, tombstones: TombstoneSet, batch_rows: int = 1 << 16) -> dict[str, str]:
-    """record id -> request id for every record id the files name that ``tombstones`` covers (by
-    record id, or by its source prefix). Matched in Arrow a batch at a time: a build of a billion
-    records never becomes a billion Python strings; only candidates reach ``is_tombstoned``."""
-    ids = pa.array(sorted(tombstones.record_ids), pa.string())
-    sources = pa.array(sorted(tombstones.sources), pa.string())
-    hits: dict[str, str] = {}
-    if not len(ids) and not len(sources):
+class TombstonedIds:
+    """Finds the record ids a build's files name that a tombstone set covers (by record id, or by
+    its source prefix). Matched in Arrow a batch at a time — a build of a billion records never
+    becomes a billion Python strings; only candidates reach ``is_tombstoned`` — with the value sets
+    built once per tombstone set, not once per build."""
+
+    def __init__(self, tombstones: TombstoneSet) -> None:
+        self.tombstones = tombstones
+        self.ids = pa.array(sorted(tombstones.record_ids), pa.string())
+        self.sources = pa.array(sorted(tombstones.sources), pa.string())
+        self.prefixes = [f"{s}:" for s in sorted(tombstones.sources)] if len(self.sources) <= _PREFIX_SCANS else None
+
+    def _candidates(self, col: pa.Array) -> pa.Array:
+        mask = pc.is_in(col, value_set=self.ids)
+        if self.prefixes is not None:  # a few withdrawn sources: a prefix test each
+            for prefix in self.prefixes:
+                mask = pc.or_kleene(mask, pc.starts_with(col, pattern=prefix))
+        else:
+            source = pc.list_element(pc.split_pattern(col, ":", max_splits=1), 0)
+            by_source = pc.and_kleene(pc.match_substring(col, ":"), pc.is_in(source, value_set=self.sources))
+            mask = pc.or_kleene(mask, by_source)
+        return pc.filter(col, pc.fill_null(mask, False))
+
+    def hits(self, files: list, batch_rows: int = 1 << 16) -> dict[str, str]:
+        """record id -> request id for every covered record id the files' ``record_id`` columns name."""
+        hits: dict[str, str] = {}
+        if not len(self.ids) and not len(self.sources):
+            return hits
+        for f in files:
+            for batch in pq.ParquetFile(f).iter_batches(columns=["record_id"], batch_size=batch_rows):
+                col = batch.column(0)
+                if col.type != pa.string():
+                    col = col.cast(pa.string())
+                for rid in self._candidates(col).to_pylist():
+                    req = self.tombstones.is_tombstoned(record_id=rid)
+                    if req is not None:
+                        hits[rid] = req
         return hits
-    for f in files:
-        for batch in pq.ParquetFile(f).iter_batches(columns=["record_id"], batch_size=batch_rows):
-            col = batch.column(0)
-            if col.type != pa.string():
-                col = col.cast(pa.string())
-            mask = pc.is_in(col, value_set=ids)
-            if 0 < len(sources) <= _PREFIX_SCANS:  # a few withdrawn sources: a prefix test each
-                for src in sources.to_pylist():
-                    mask = pc.or_kleene(mask, pc.starts_with(col, pattern=f"{src}:"))
-            elif len(sources):
-                source = pc.list_element(pc.split_pattern(col, ":", max_splits=1), 0)
-                by_source = pc.and_kleene(pc.match_substring(col, ":"), pc.is_in(source, value_set=sources))
-                mask = pc.or_kleene(mask, by_source)
-            for rid in pc.filter(col, pc.fill_null(mask, False)).to_pylist():
-                req = tombstones.is_tombstoned(record_id=rid)
-                if req is not None:
-                    hits[rid] = req
-    return hits
 
 
 def builds_reached(catalog: Catalog, home: Path, tombstones: TombstoneSet, *,
@@ -114,6 +125,7 @@ def builds_reached(catalog: Catalog, home: Path, tombstones: TombstoneSet, *,
     whose inputs cannot be read is reported through ``log`` and counted as reached: withdrawing a
     clean build costs a rebuild, keeping a dirty one breaks the promise."""
     out = []
+    covered = TombstonedIds(tombstones)
     for row in registry(catalog):
         if row["status"] not in (PUBLISHED, SUPERSEDED) or (releases is not None and row["release"] not in releases):
             continue
@@ -124,7 +136,7 @@ def builds_reached(catalog: Catalog, home: Path, tombstones: TombstoneSet, *,
             log(f"release {row['release']} build {row['build_id'][:16]}: inputs unknown ({evidence}); treated as reached")
             out.append(ReachedBuild(row["release"], row["build_id"], row["status"], 0, (), "unknown"))
             continue
-        hits = tombstoned_in(files, tombstones)
+        hits = covered.hits(files)
         if hits:
             out.append(ReachedBuild(row["release"], row["build_id"], row["status"], len(hits),
                                     tuple(sorted(set(hits.values()))), evidence))
